@@ -1,0 +1,90 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "mirrorgate",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "mirrorgate", targets: ["mirrorgate"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // C libraries fixed by the design card, each behind a small shim of mg_-prefixed wrappers.
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Adapters: each knows one C library and nothing about Algolia or OData.
+        .target(
+            name: "HTTPServer",
+            dependencies: ["CMicroHTTPD", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
+        .target(
+            name: "Upstream",
+            dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+
+        // Domain modules: pure Swift.
+        .target(name: "JSONCore", swiftSettings: strict),
+        .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"], swiftSettings: strict),
+        .target(
+            name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")],
+            swiftSettings: strict),
+        .target(
+            name: "AlgoliaGateway",
+            dependencies: [
+                "HTTPServer", "Upstream", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strict),
+        .target(
+            name: "ODataGateway",
+            dependencies: [
+                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "JSONCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strict),
+
+        // Assembly and the executable.
+        .target(
+            name: "Mirrorgate",
+            dependencies: [
+                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "AlgoliaGateway", "ODataGateway", "JSONCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "mirrorgate",
+            dependencies: [
+                "Mirrorgate", "GatewayConfig",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
+        .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(name: "MirrorgateTests", dependencies: ["Mirrorgate"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

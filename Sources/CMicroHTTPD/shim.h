@@ -1,0 +1,71 @@
+#ifndef MG_MICROHTTPD_SHIM_H
+#define MG_MICROHTTPD_SHIM_H
+/* What Swift cannot call in libmicrohttpd: the variadic MHD_start_daemon and cast macros. */
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+/// Starts a daemon bound to the given socket address (IPv4 or IPv6), with the options Mirrorgate uses.
+static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct sockaddr *addr,
+                                              MHD_AccessHandlerCallback handler, void *handler_cls,
+                                              MHD_RequestCompletedCallback completed, void *completed_cls,
+                                              unsigned int connection_limit, unsigned int timeout_seconds,
+                                              size_t memory_limit, unsigned int thread_pool_size,
+                                              unsigned int listen_backlog) {
+    uint16_t port = 0;
+    if (addr->sa_family == AF_INET) port = ntohs(((const struct sockaddr_in *)addr)->sin_port);
+    else if (addr->sa_family == AF_INET6) port = ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
+    if (thread_pool_size > 1) {
+        return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+                                MHD_OPTION_SOCK_ADDR, addr,
+                                MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                                MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
+                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
+                                MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                                MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
+                                MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
+                                MHD_OPTION_END);
+    }
+    return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_SOCK_ADDR, addr,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
+                            MHD_OPTION_END);
+}
+
+static inline ssize_t mg_mhd_end_of_stream(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
+static inline ssize_t mg_mhd_end_with_error(void) { return MHD_CONTENT_READER_END_WITH_ERROR; }
+static inline uint64_t mg_mhd_size_unknown(void) { return MHD_SIZE_UNKNOWN; }
+
+/// The port the daemon actually bound (useful with port 0).
+static inline uint16_t mg_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}
+
+/// The listening socket, so that shutdown can stop accepting before draining.
+static inline int mg_mhd_listen_fd(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    return info ? info->listen_fd : -1;
+}
+
+/// Number of open connections.
+static inline unsigned int mg_mhd_current_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info ? info->num_connections : 0;
+}
+
+/// HTTP version string of the request ("HTTP/1.1").
+static inline const char *mg_mhd_connection_version(struct MHD_Connection *c) {
+    (void)c;
+    return NULL;
+}
+#endif

@@ -1,0 +1,5 @@
+import Testing
+
+@testable import GatewayConfig
+
+@Test func placeholder() { #expect(Bool(true)) }

@@ -1,0 +1,5 @@
+import Testing
+
+@testable import JSONCore
+
+@Test func placeholder() { #expect(Bool(true)) }

@@ -1,0 +1,5 @@
+import Testing
+
+@testable import Mirrorgate
+
+@Test func placeholder() { #expect(Bool(true)) }

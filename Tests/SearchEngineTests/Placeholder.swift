@@ -1,0 +1,5 @@
+import Testing
+
+@testable import SearchEngine
+
+@Test func placeholder() { #expect(Bool(true)) }

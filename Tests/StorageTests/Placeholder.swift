@@ -1,0 +1,5 @@
+import Testing
+
+@testable import Storage
+
+@Test func placeholder() { #expect(Bool(true)) }

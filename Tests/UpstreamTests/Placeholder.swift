@@ -1,0 +1,5 @@
+import Testing
+
+@testable import Upstream
+
+@Test func placeholder() { #expect(Bool(true)) }
