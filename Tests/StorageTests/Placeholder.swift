@@ -1,5 +1,0 @@
-import Testing
-
-@testable import Storage
-
-@Test func placeholder() { #expect(Bool(true)) }
