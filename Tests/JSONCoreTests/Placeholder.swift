@@ -1,5 +1,0 @@
-import Testing
-
-@testable import JSONCore
-
-@Test func placeholder() { #expect(Bool(true)) }
