@@ -1,0 +1,245 @@
+"""Configuration errors through `mirrorgate check` and `serve` (SPEC §1, §2): exit 2, file:line and key."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+from harness import binary, free_port, run_cli
+
+
+def write(tmp_path, text: str, name: str = "mg.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return p
+
+
+def check(path, env=None):
+    r = run_cli(["check", "--config", str(path)], timeout=30, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def assert_error_at(out: str, path, line: int, *needles: str):
+    name = re.escape(path.name)
+    assert re.search(rf"{name}:{line}\b", out), f"expected '{path.name}:{line}' in:\n{out}"
+    for n in needles:
+        assert n in out, f"expected {n!r} in:\n{out}"
+
+
+def test_valid_config_passes(tmp_path):
+    p = write(
+        tmp_path,
+        f"""
+        server:
+          listen: 127.0.0.1:{free_port()}
+          maxBodySize: 2MiB
+          shutdownGrace: 3s
+        dataDir: {tmp_path / 'data'}
+        algolia:
+          appId: APP
+          apiKey: key
+          hosts: ["http://127.0.0.1:9"]
+          timeout: 2500ms
+        """,
+    )
+    code, out = check(p)
+    assert code == 0, out
+
+
+def test_unknown_top_level_key(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 127.0.0.1:8080
+        colour: blue
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 3, "colour")
+
+
+def test_unknown_nested_key(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 127.0.0.1:8080
+          maxBodySise: 1MiB
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 3, "maxBodySise")
+
+
+def test_unsupported_key_rejected(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        odata:
+          services:
+            X:
+              mount: /odata/x/
+              upstream: http://127.0.0.1:9/x/
+              storeEncryptionKey: "k"
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 6, "storeEncryptionKey", "not supported in this version")
+
+
+def test_bad_duration(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 127.0.0.1:8080
+          shutdownGrace: soon
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 3, "shutdownGrace")
+
+
+def test_bad_size(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          maxBodySize: lots
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 2, "maxBodySize")
+
+
+def test_non_loopback_listen_needs_allow_remote(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 0.0.0.0:8080
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert "allowRemote" in out, out
+    assert re.search(rf"{re.escape(p.name)}:\d+", out), out
+
+
+def test_non_loopback_with_allow_remote_needs_token(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 0.0.0.0:8080
+          allowRemote: true
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert "token" in out, out
+
+
+def test_non_loopback_with_allow_remote_and_token_ok(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 0.0.0.0:8080
+          allowRemote: true
+        admin:
+          token: abc
+        """,
+    )
+    code, out = check(p)
+    assert code == 0, out
+
+
+def test_unset_env_var_is_error_and_default_works(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        algolia:
+          appId: APP
+          apiKey: ${MG_E2E_SURELY_UNSET_VAR}
+        """,
+    )
+    code, out = check(p, env={})
+    assert code == 2, out
+    assert_error_at(out, p, 3, "MG_E2E_SURELY_UNSET_VAR")
+    p2 = write(
+        tmp_path,
+        """
+        algolia:
+          appId: APP
+          apiKey: ${MG_E2E_SURELY_UNSET_VAR:-fallback}
+        """,
+        name="ok.yaml",
+    )
+    code, out = check(p2)
+    assert code == 0, out
+
+
+def test_env_var_interpolated(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: ${MG_E2E_LISTEN}
+        """,
+    )
+    code, out = check(p, env={"MG_E2E_LISTEN": "0.0.0.0:8080"})
+    assert code == 2 and "allowRemote" in out, "the interpolated value must be validated"
+    code, out = check(p, env={"MG_E2E_LISTEN": "127.0.0.1:8080"})
+    assert code == 0, out
+
+
+def test_yaml_syntax_error(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 127.0.0.1:8080
+         bad indent: [
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert p.name in out, out
+
+
+def test_missing_config_file(tmp_path):
+    code, out = check(tmp_path / "absent.yaml")
+    assert code == 2, out
+    assert "absent.yaml" in out
+
+
+def test_serve_with_bad_config_exits_2(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        server:
+          listen: 127.0.0.1:8080
+        nonsense: 1
+        """,
+    )
+    r = run_cli(["serve", "--config", str(p)], timeout=20)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert_error_at(r.stdout + r.stderr, p, 3, "nonsense")
+
+
+@pytest.mark.parametrize("args", [["frobnicate"], ["serve", "--no-such-flag"]])
+def test_bad_usage_exits_2(args):
+    r = run_cli(args, timeout=20)
+    assert r.returncode == 2, r.stdout + r.stderr
+
+
+def test_binary_exists():
+    assert binary().exists(), f"{binary()} is missing"
