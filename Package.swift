@@ -32,9 +32,17 @@ let package = Package(
             swiftSettings: strict),
         .target(
             name: "Upstream",
-            dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CCurl", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+        // Relaying upstream responses to server responses (shared by both APIs).
+        .target(
+            name: "Proxying",
+            dependencies: ["HTTPServer", "Upstream", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
 
         // Domain modules: pure Swift.
         .target(name: "JSONCore", swiftSettings: strict),
@@ -45,7 +53,7 @@ let package = Package(
         .target(
             name: "AlgoliaGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -53,7 +61,7 @@ let package = Package(
         .target(
             name: "ODataGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -63,7 +71,8 @@ let package = Package(
         .target(
             name: "Mirrorgate",
             dependencies: [
-                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "AlgoliaGateway", "ODataGateway", "JSONCore",
+                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "AlgoliaGateway", "ODataGateway",
+                "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -80,6 +89,7 @@ let package = Package(
 
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "ProxyingTests", dependencies: ["Proxying"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),

@@ -10,35 +10,48 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
+typedef void *(*mg_mhd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *con);
+
 /// Starts a daemon bound to the given socket address (IPv4 or IPv6), with the options Mirrorgate uses.
+/// `uri_log` receives the raw request target (path and query, not unescaped) and returns the request context.
 static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct sockaddr *addr,
                                               MHD_AccessHandlerCallback handler, void *handler_cls,
                                               MHD_RequestCompletedCallback completed, void *completed_cls,
+                                              mg_mhd_uri_log_callback uri_log, void *uri_log_cls,
                                               unsigned int connection_limit, unsigned int timeout_seconds,
                                               size_t memory_limit, unsigned int thread_pool_size,
                                               unsigned int listen_backlog) {
     uint16_t port = 0;
     if (addr->sa_family == AF_INET) port = ntohs(((const struct sockaddr_in *)addr)->sin_port);
     else if (addr->sa_family == AF_INET6) port = ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
-    if (thread_pool_size > 1) {
-        return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
-                                MHD_OPTION_SOCK_ADDR, addr,
-                                MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-                                MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
-                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
-                                MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
-                                MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
-                                MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
-                                MHD_OPTION_END);
-    }
     return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size > 1 ? thread_pool_size : 0,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
                             MHD_OPTION_END);
+}
+
+/// Builds an IPv4 or IPv6 socket address from a numeric host; returns 0 on success.
+static inline int mg_make_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *out) {
+    memset(out, 0, sizeof(*out));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        return 0;
+    }
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        return 0;
+    }
+    return -1;
 }
 
 static inline ssize_t mg_mhd_end_of_stream(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
@@ -63,9 +76,4 @@ static inline unsigned int mg_mhd_current_connections(struct MHD_Daemon *daemon)
     return info ? info->num_connections : 0;
 }
 
-/// HTTP version string of the request ("HTTP/1.1").
-static inline const char *mg_mhd_connection_version(struct MHD_Connection *c) {
-    (void)c;
-    return NULL;
-}
 #endif

@@ -1,1 +1,4 @@
-print("mirrorgate")
+import Foundation
+import Mirrorgate
+
+MirrorgateCommand.main()

@@ -1,0 +1,121 @@
+import AlgoliaGateway
+import Foundation
+import GatewayConfig
+import HTTPServer
+import JSONCore
+import Logging
+import ODataGateway
+import Upstream
+
+/// The version string reported by `/_mirrorgate/health`, `status` and `--version`.
+public let mirrorgateVersion = "0.1.0"
+
+/// An error starting the gateway (exit code 1).
+public struct GatewayStartError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+}
+
+/// The running gateway: the HTTP server, the upstream forwarders with their reachability trackers,
+/// metrics and the admin API, wired from one configuration. Stop it with `shutdown()`.
+public final class Gateway: Sendable {
+    /// The configuration in force (after command-line overrides).
+    public let configuration: MirrorgateConfiguration
+    let server: Server
+    let router: Router
+    let logger: Logger
+
+    /// Starts serving. Creates `dataDir` (mode 0700) if needed.
+    public init(configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        try Self.prepareDataDir(configuration.dataDir)
+        UpstreamClient.globalInit()
+        let metrics = GatewayMetrics.bootstrap()
+        let client = UpstreamClient()
+        var algolia: AlgoliaForwarder?
+        let hosts = configuration.algolia.effectiveHosts
+        if !hosts.isEmpty {
+            let settings = AlgoliaForwardingSettings(
+                hosts: hosts.map {
+                    AlgoliaGateway.AlgoliaHost(
+                        url: $0.url, accept: .init(rawValue: $0.accept.rawValue) ?? .readWrite)
+                },
+                connectTimeout: configuration.algolia.connectTimeout,
+                readTimeout: configuration.algolia.timeout,
+                writeTimeout: configuration.algolia.writeTimeout,
+                unavailableStatus: configuration.algolia.unavailableStatus)
+            algolia = AlgoliaForwarder(
+                settings: settings, client: client, logger: Logger(label: "mirrorgate.algolia"))
+        }
+        var services: [ODataForwarder] = []
+        for name in configuration.odata.services.keys.sorted() {
+            let s = configuration.odata.services[name]!
+            let version: ODataVersion? =
+                switch s.version {
+                case .v2: .v2
+                case .v4: .v4
+                case .auto: nil
+                }
+            let settings = ODataServiceSettings(
+                name: name, mount: s.mount, upstream: s.upstream, version: version,
+                customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                urlSuffix: s.urlSuffix, timeout: s.timeout)
+            services.append(
+                ODataForwarder(settings: settings, client: client, logger: Logger(label: "mirrorgate.odata")))
+        }
+        services.sort { $0.settings.mount.count > $1.settings.mount.count }
+        let router = Router(
+            configuration: configuration, algolia: algolia, odata: services, metrics: metrics, logger: logger)
+        self.router = router
+        let serverConfig = ServerConfiguration(
+            host: configuration.server.listen.host, port: configuration.server.listen.port,
+            maxBodySize: configuration.server.maxBodySize,
+            maxConnections: configuration.server.maxConnections,
+            requestTimeout: configuration.server.requestTimeout)
+        let accessLogger = Logger(label: "mirrorgate.access")
+        server = try Server(
+            configuration: serverConfig, handler: router,
+            errors: { status, message, target in router.errorResponse(status, message, target: target) },
+            observer: { method, target, status, headers, nanos in
+                let route = router.routeName(target)
+                let origin = headers["X-Mirrorgate-Origin"] ?? "none"
+                metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
+                if accessLogger.logLevel <= .info {
+                    var path = Substring(target)
+                    if let q = path.firstIndex(of: "?") { path = path[..<q] }
+                    accessLogger.info(
+                        "\(method) \(path) \(status)",
+                        metadata: [
+                            "origin": "\(origin)", "ms": "\(String(format: "%.2f", Double(nanos) / 1e6))",
+                        ])
+                }
+            }, logger: Logger(label: "mirrorgate.http"))
+    }
+
+    /// The port actually bound.
+    public var port: UInt16 { server.port }
+
+    /// Stops accepting, lets in-flight requests finish within `server.shutdownGrace`, then closes the rest.
+    public func shutdown() {
+        server.shutdown(grace: configuration.server.shutdownGrace)
+        router.stop()
+    }
+
+    static func prepareDataDir(_ path: String) throws {
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
+            guard isDir.boolValue else {
+                throw GatewayStartError(description: "dataDir \(path) is not a directory")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw GatewayStartError(description: "cannot create dataDir \(path): \(error)")
+        }
+    }
+}

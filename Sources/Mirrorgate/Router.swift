@@ -1,0 +1,226 @@
+import AlgoliaGateway
+import Foundation
+import GatewayConfig
+import HTTPServer
+import JSONCore
+import Logging
+import ODataGateway
+import Upstream
+
+/// Routes each request: CORS preflights, the admin API, `/metrics`, `/1/` to Algolia, OData mounts to
+/// their services, anything else a JSON 404. Adds CORS headers for allowed origins and strips any an
+/// upstream sent, so that no web page reads local answers unless its origin is listed.
+final class Router: HTTPHandler {
+    let configuration: MirrorgateConfiguration
+    let algolia: AlgoliaForwarder?
+    let odata: [ODataForwarder]
+    let metrics: GatewayMetrics
+    let logger: Logger
+    private let allowedOrigins: Set<String>
+    private let startedAt = Date()
+
+    init(
+        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, odata: [ODataForwarder],
+        metrics: GatewayMetrics, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.algolia = algolia
+        self.odata = odata
+        self.metrics = metrics
+        self.logger = logger
+        self.allowedOrigins = Set(configuration.server.cors.allowOrigins)
+    }
+
+    func stop() {
+        algolia?.reachability.stop()
+        for s in odata { s.reachability.stop() }
+    }
+
+    // MARK: routing
+
+    enum Route {
+        case algolia
+        case odata(ODataForwarder)
+        case admin
+        case metrics
+        case none
+    }
+
+    func route(_ path: Substring) -> Route {
+        if path.hasPrefix("/1/") || path == "/1" { return .algolia }
+        if path.hasPrefix("/_mirrorgate/") || path == "/_mirrorgate" { return .admin }
+        if path == "/metrics" { return .metrics }
+        for s in odata where path.hasPrefix(s.settings.mount) || path == s.settings.mount.dropLast() {
+            return .odata(s)
+        }
+        return .none
+    }
+
+    func routeName(_ target: String) -> String {
+        var path = Substring(target)
+        if let q = path.firstIndex(of: "?") { path = path[..<q] }
+        switch route(path) {
+        case .algolia: return "algolia"
+        case .odata(let s): return "odata:\(s.settings.name)"
+        case .admin: return "admin"
+        case .metrics: return "metrics"
+        case .none: return "other"
+        }
+    }
+
+    /// The server's own errors (413, timeouts, shutdown) in the format of the addressed API. Never a 5xx
+    /// under `/1/`.
+    func errorResponse(_ status: Int, _ message: String, target: String) -> HTTPResponse {
+        var path = Substring(target)
+        if let q = path.firstIndex(of: "?") { path = path[..<q] }
+        switch route(path) {
+        case .algolia:
+            let s = status >= 500 ? configuration.algolia.unavailableStatus : status
+            return AlgoliaError.response(s, message)
+        case .odata(let service):
+            return ODataError.response(
+                status, code: status == 413 ? "PayloadTooLarge" : "GatewayError", message,
+                version: service.settings.version ?? .v4)
+        default:
+            return .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
+        }
+    }
+
+    func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        let origin = request.headers["Origin"]
+        let allowed = origin.map { allowedOrigins.contains($0) || allowedOrigins.contains("*") } ?? false
+        let out: any Responder = CORSResponder(inner: responder, origin: allowed ? origin : nil)
+        let r = route(request.path)
+        if request.method == "OPTIONS", request.headers["Access-Control-Request-Method"] != nil {
+            switch r {
+            case .algolia, .odata:
+                responder.respond(preflight(request, allowed: allowed))
+                return
+            default: break
+            }
+        }
+        switch r {
+        case .algolia:
+            guard let algolia else {
+                out.respond(
+                    AlgoliaError.response(
+                        configuration.algolia.unavailableStatus,
+                        "upstream unavailable: no Algolia host configured (algolia.hosts or algolia.appId)"))
+                return
+            }
+            algolia.forward(request, out)
+        case .odata(let service):
+            service.forward(request, out)
+        case .admin:
+            admin(request, out)
+        case .metrics:
+            out.respond(
+                HTTPResponse(
+                    status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                    body: .bytes(metrics.render())))
+        case .none:
+            out.respond(
+                errorResponse(404, "no route for \(request.method) \(request.path)", target: request.target))
+        }
+    }
+
+    private func preflight(_ request: HTTPRequest, allowed: Bool) -> HTTPResponse {
+        guard allowed, let origin = request.headers["Origin"] else {
+            return errorResponse(403, "origin not allowed (server.cors.allowOrigins)", target: request.target)
+        }
+        var h = HTTPHeaders()
+        h.add("Access-Control-Allow-Origin", origin)
+        h.add("Vary", "Origin")
+        h.add("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, MERGE, DELETE, OPTIONS")
+        if let asked = request.headers["Access-Control-Request-Headers"] {
+            h.add("Access-Control-Allow-Headers", asked)
+        }
+        h.add("Access-Control-Max-Age", "600")
+        h.add("Access-Control-Expose-Headers", "X-Mirrorgate-Origin")
+        return HTTPResponse(status: 204, headers: h)
+    }
+
+    // MARK: admin
+
+    private func admin(_ request: HTTPRequest, _ out: any Responder) {
+        if let token = configuration.admin.token {
+            let given = request.headers["Authorization"] ?? ""
+            guard constantTimeEqual(given, "Bearer " + token) else {
+                var r = errorResponse(
+                    401, "admin API needs Authorization: Bearer <admin.token>", target: request.target)
+                r.headers.set("WWW-Authenticate", "Bearer")
+                out.respond(r)
+                return
+            }
+        }
+        let path = request.path
+        switch (request.method, path) {
+        case ("GET", "/_mirrorgate/health"):
+            out.respond(.json(200, #"{"status":"ok","version":"\#(mirrorgateVersion)"}"#))
+        case ("GET", "/_mirrorgate/status"):
+            out.respond(.json(200, status().serialized()))
+        case (_, "/_mirrorgate/health"), (_, "/_mirrorgate/status"):
+            out.respond(
+                errorResponse(405, "method \(request.method) not allowed on \(path)", target: request.target))
+        default:
+            out.respond(
+                errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
+        }
+    }
+
+    private func status() -> JSON {
+        var upstreams = JSONObject()
+        if let algolia {
+            upstreams["algolia"] = tracker(algolia.reachability)
+        }
+        for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            upstreams["odata:\(s.settings.name)"] = tracker(s.reachability)
+        }
+        var result = JSONObject()
+        result["version"] = .string(mirrorgateVersion)
+        result["startedAt"] = .string(iso8601(startedAt))
+        result["upstreams"] = .object(upstreams)
+        return .object(result)
+    }
+
+    private func tracker(_ t: ReachabilityTracker) -> JSON {
+        var o = JSONObject()
+        o["reachable"] = .bool(t.isReachable)
+        o["since"] = .string(iso8601(t.since))
+        return .object(o)
+    }
+}
+
+func iso8601(_ date: Date) -> String {
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.string(from: date)
+}
+
+func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8)
+    let y = Array(b.utf8)
+    var diff = UInt8(x.count == y.count ? 0 : 1)
+    for i in 0..<max(x.count, y.count) {
+        diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
+    }
+    return diff == 0
+}
+
+/// Adds CORS headers for an allowed origin and removes any CORS headers an upstream sent.
+struct CORSResponder: Responder {
+    let inner: any Responder
+    let origin: String?
+
+    func respond(_ response: HTTPResponse) -> Bool {
+        var r = response
+        r.headers.removeAll { $0.lowercased().hasPrefix("access-control-allow-") }
+        r.headers.remove("Access-Control-Expose-Headers")
+        if let origin {
+            r.headers.add("Access-Control-Allow-Origin", origin)
+            r.headers.add("Access-Control-Expose-Headers", "X-Mirrorgate-Origin")
+            r.headers.add("Vary", "Origin")
+        }
+        return inner.respond(r)
+    }
+}

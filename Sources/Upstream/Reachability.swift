@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+
+/// Whether one upstream answers. A transient failure marks it down at once; a background probe with
+/// exponential backoff and jitter marks it up again when the probe succeeds (or when a real request
+/// does). Every change is logged, counted, and reported to observers — the rest of the gateway uses
+/// `isReachable` to answer locally at once instead of waiting for a timeout on every request.
+public final class ReachabilityTracker: Sendable {
+    /// The upstream's name (`algolia`, `odata:NAME`).
+    public let name: String
+    private struct State {
+        var reachable = true
+        var since = Date()
+        var probing = false
+        var observers: [@Sendable (Bool) -> Void] = []
+        var stopped = false
+    }
+    private let state = Mutex(State())
+    private let probe: @Sendable () -> Bool
+    private let initialBackoff: Duration
+    private let maxBackoff: Duration
+    private let logger: Logger
+    private let changes: Counter
+    private let gauge: Gauge
+
+    /// Creates a tracker that starts optimistic (reachable). `probe` is a cheap blocking check that
+    /// returns true when the upstream answered anything at all.
+    public init(
+        name: String, initialBackoff: Duration = .milliseconds(250), maxBackoff: Duration = .seconds(30),
+        logger: Logger = Logger(label: "mirrorgate.reachability"), probe: @escaping @Sendable () -> Bool
+    ) {
+        self.name = name
+        self.probe = probe
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+        self.logger = logger
+        self.changes = Counter(
+            label: "mirrorgate_upstream_reachability_changes_total", dimensions: [("upstream", name)])
+        self.gauge = Gauge(label: "mirrorgate_upstream_reachable", dimensions: [("upstream", name)])
+        gauge.record(1)
+    }
+
+    /// Whether the upstream is believed to answer.
+    public var isReachable: Bool { state.withLock { $0.reachable } }
+
+    /// When the current state began.
+    public var since: Date { state.withLock { $0.since } }
+
+    /// Registers `observer`, called (on some background thread) with the new state at every change.
+    public func onChange(_ observer: @escaping @Sendable (Bool) -> Void) {
+        state.withLock { $0.observers.append(observer) }
+    }
+
+    /// A real request got an answer from the upstream.
+    public func reportSuccess() { set(true) }
+
+    /// A real request failed transiently (network error, timeout, 5xx after retries).
+    public func reportFailure(_ reason: String) {
+        if set(false, reason: reason) { startProbing() }
+    }
+
+    /// Stops background probing (at shutdown).
+    public func stop() { state.withLock { $0.stopped = true } }
+
+    @discardableResult
+    private func set(_ reachable: Bool, reason: String = "") -> Bool {
+        let observers: [@Sendable (Bool) -> Void]? = state.withLock { s in
+            guard s.reachable != reachable else { return nil }
+            s.reachable = reachable
+            s.since = Date()
+            return s.observers
+        }
+        guard let observers else { return false }
+        changes.increment()
+        gauge.record(reachable ? 1 : 0)
+        if reachable {
+            logger.notice("upstream reachable again", metadata: ["upstream": "\(name)"])
+        } else {
+            logger.warning("upstream unreachable", metadata: ["upstream": "\(name)", "reason": "\(reason)"])
+        }
+        for o in observers { o(reachable) }
+        return true
+    }
+
+    private func startProbing() {
+        let start = state.withLock { s -> Bool in
+            guard !s.probing, !s.stopped else { return false }
+            s.probing = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in self.probeLoop() }
+        thread.name = "mg-probe-\(name)"
+        thread.start()
+    }
+
+    private func probeLoop() {
+        var delay = initialBackoff
+        while true {
+            let jitter = Double.random(in: 0.5...1.0)
+            let sleepNanos = UInt64(Double(delay.nanosecondsClamped) * jitter)
+            let step: UInt64 = 50_000_000
+            var slept: UInt64 = 0
+            while slept < sleepNanos {
+                if state.withLock({ $0.reachable || $0.stopped }) { break }
+                let chunk = min(step, sleepNanos - slept)
+                usleep(UInt32(chunk / 1000))
+                slept += chunk
+            }
+            let done = state.withLock { s -> Bool in
+                if s.reachable || s.stopped {
+                    s.probing = false
+                    return true
+                }
+                return false
+            }
+            if done { return }
+            if probe() {
+                state.withLock { $0.probing = false }
+                set(true)
+                return
+            }
+            delay = min(delay * 2, maxBackoff)
+        }
+    }
+}
+
+extension Duration {
+    var nanosecondsClamped: Int64 {
+        let (s, a) = components
+        if s < 0 { return 0 }
+        return s * 1_000_000_000 + a / 1_000_000_000
+    }
+}

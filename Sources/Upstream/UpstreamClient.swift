@@ -1,0 +1,342 @@
+import CCurl
+import Synchronization
+
+/// One request to an upstream. Headers are sent as given (order kept); the client adds nothing of its
+/// own: no `Accept`, no `Expect: 100-continue`, no default `Content-Type`.
+public struct UpstreamRequest: Sendable {
+    /// Method as sent by the client.
+    public var method: String
+    /// Absolute URL.
+    public var url: String
+    /// Header fields to send (without `Host`, `Content-Length` and hop-by-hop fields).
+    public var headers: [(name: String, value: String)]
+    /// Body bytes (empty for none).
+    public var body: [UInt8]
+    /// Budget for DNS + TCP connect + TLS.
+    public var connectTimeout: Duration
+    /// Budget for the whole transfer, connect included.
+    public var timeout: Duration
+
+    /// Creates a request.
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+        connectTimeout: Duration = .seconds(1), timeout: Duration = .seconds(30)
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
+    }
+}
+
+/// A complete upstream response.
+public struct UpstreamResponse: Sendable {
+    /// Status code.
+    public var status: Int
+    /// Header fields in arrival order (status line excluded).
+    public var headers: [(name: String, value: String)]
+    /// Body bytes, as received (no content decoding).
+    public var body: [UInt8]
+
+    /// First value of header `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// Why an upstream call failed, mapped from libcurl's `CURLcode`.
+public struct UpstreamError: Error, CustomStringConvertible, Sendable {
+    /// The class of failure.
+    public enum Kind: String, Sendable {
+        /// The connection was refused (nothing listens).
+        case refused
+        /// A connect or transfer budget ran out.
+        case timeout
+        /// The host name did not resolve.
+        case dns
+        /// TLS handshake or certificate failure.
+        case tls
+        /// The connection broke after it was established (outcome of the request may be unknown).
+        case connectionLost
+        /// The caller stopped the transfer (client gone).
+        case cancelled
+        /// Anything else.
+        case other
+    }
+    /// The class of failure.
+    public let kind: Kind
+    /// libcurl's code.
+    public let curlCode: Int32
+    /// libcurl's message.
+    public let message: String
+    /// Whether a connection had been established before the failure.
+    public let connected: Bool
+
+    public var description: String {
+        "\(kind.rawValue): \(message)"
+    }
+
+    /// Network errors and timeouts are transient: the upstream may come back.
+    public var isTransient: Bool { kind != .cancelled }
+}
+
+/// A blocking HTTP client on libcurl easy handles. Handles are pooled and reused (keeping connections
+/// alive); each transfer owns its handle exclusively. Call from worker threads, never from a server
+/// polling thread. `curl_global_init` runs once, before the first client is created.
+public final class UpstreamClient: Sendable {
+    private let idle = Mutex<[UInt]>([])  // bit patterns of idle CURL handles
+    private let maxIdle: Int
+
+    /// Initializes libcurl once for the process; call early, before threads start.
+    public static func globalInit() { _ = globalInitOnce }
+    private static let globalInitOnce: Bool = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        return true
+    }()
+
+    /// Creates a client keeping up to `maxIdleHandles` idle handles (and their connections).
+    public init(maxIdleHandles: Int = 256) {
+        Self.globalInit()
+        maxIdle = maxIdleHandles
+    }
+
+    deinit {
+        let handles = idle.withLock { $0 }
+        for h in handles { curl_easy_cleanup(UnsafeMutableRawPointer(bitPattern: h)) }
+    }
+
+    /// Performs a request and returns the whole response.
+    public func perform(_ request: UpstreamRequest) throws(UpstreamError) -> UpstreamResponse {
+        var body: [UInt8] = []
+        var head: (Int, [(name: String, value: String)]) = (0, [])
+        try stream(
+            request,
+            onHead: { s, h in
+                head = (s, h)
+                return true
+            },
+            onData: {
+                body.append(contentsOf: $0)
+                return true
+            })
+        return UpstreamResponse(status: head.0, headers: head.1, body: body)
+    }
+
+    /// Performs a request, calling `onHead` once with the final status and headers, then `onData` for
+    /// each piece of the body. Either callback returning false cancels the transfer (`.cancelled`).
+    public func stream(
+        _ request: UpstreamRequest, onHead: (Int, [(name: String, value: String)]) -> Bool,
+        onData: ([UInt8]) -> Bool
+    ) throws(UpstreamError) {
+        try withoutActuallyEscaping(onHead) { (onHead) throws(UpstreamError) in
+            try withoutActuallyEscaping(onData) { (onData) throws(UpstreamError) in
+                try run(request, transfer: Transfer(onHead: onHead, onData: onData))
+            }
+        }
+    }
+
+    private func run(_ request: UpstreamRequest, transfer: Transfer) throws(UpstreamError) {
+        let handle = acquire()
+        let raw = UnsafeMutableRawPointer(handle)
+        defer { release(handle) }
+        let result: CURLcode = withExtendedLifetime(transfer) {
+            let list = configure(raw, request, transfer: transfer)
+            defer { curl_slist_free_all(list) }
+            return request.body.withUnsafeBytes { bytes in
+                if !request.body.isEmpty {
+                    mg_curl_setopt_pointer(
+                        raw, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                    mg_curl_setopt_off_t(raw, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                }
+                return curl_easy_perform(raw)
+            }
+        }
+        if result == CURLE_OK {
+            if !transfer.headDelivered {
+                var code = 0
+                mg_curl_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+                transfer.status = code
+                _ = transfer.deliverHead()
+            }
+            return
+        }
+        var connectTime = 0.0
+        mg_curl_getinfo_double(raw, CURLINFO_CONNECT_TIME, &connectTime)
+        throw Self.mapError(result, cancelled: transfer.cancelled, connected: connectTime > 0)
+    }
+
+    static func mapError(_ code: CURLcode, cancelled: Bool, connected: Bool) -> UpstreamError {
+        let message = String(cString: curl_easy_strerror(code))
+        let kind: UpstreamError.Kind
+        if cancelled {
+            kind = .cancelled
+        } else {
+            switch code {
+            case CURLE_COULDNT_CONNECT: kind = .refused
+            case CURLE_OPERATION_TIMEDOUT: kind = .timeout
+            case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .dns
+            case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+                CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+                CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+                kind = .tls
+            case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2,
+                CURLE_HTTP2_STREAM:
+                kind = .connectionLost
+            case CURLE_WRITE_ERROR, CURLE_ABORTED_BY_CALLBACK: kind = .cancelled
+            default: kind = .other
+            }
+        }
+        return UpstreamError(
+            kind: kind, curlCode: Int32(code.rawValue), message: message, connected: connected)
+    }
+
+    private func configure(
+        _ h: UnsafeMutableRawPointer, _ request: UpstreamRequest, transfer: Transfer
+    ) -> UnsafeMutablePointer<curl_slist>? {
+        var list: UnsafeMutablePointer<curl_slist>?
+        mg_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+        mg_curl_setopt_string(h, CURLOPT_URL, request.url)
+        mg_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(max(1, request.connectTimeout.milliseconds)))
+        mg_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, Int(max(1, request.timeout.milliseconds)))
+        mg_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1)
+        mg_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1)
+        mg_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
+        mg_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
+        let method = request.method.uppercased()
+        switch method {
+        case "GET":
+            mg_curl_setopt_long(h, CURLOPT_HTTPGET, 1)
+        case "HEAD":
+            mg_curl_setopt_long(h, CURLOPT_NOBODY, 1)
+        case "POST":
+            mg_curl_setopt_long(h, CURLOPT_POST, 1)
+            if request.body.isEmpty { mg_curl_setopt_off_t(h, CURLOPT_POSTFIELDSIZE_LARGE, 0) }
+        default:
+            mg_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        if method == "GET" && !request.body.isEmpty {
+            mg_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, "GET")
+        }
+        var sawAccept = false
+        var sawContentType = false
+        for (name, value) in request.headers {
+            let lower = name.lowercased()
+            if lower == "accept" { sawAccept = true }
+            if lower == "content-type" { sawContentType = true }
+            list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        if !sawAccept { list = curl_slist_append(list, "Accept:") }
+        if !sawContentType { list = curl_slist_append(list, "Content-Type:") }
+        list = curl_slist_append(list, "Expect:")
+        mg_curl_setopt_slist(h, CURLOPT_HTTPHEADER, list)
+        let cls = Unmanaged.passUnretained(transfer).toOpaque()
+        mg_curl_setopt_data_callback(h, CURLOPT_HEADERFUNCTION, Transfer.headerCallback)
+        mg_curl_setopt_pointer(h, CURLOPT_HEADERDATA, cls)
+        mg_curl_setopt_data_callback(h, CURLOPT_WRITEFUNCTION, Transfer.writeCallback)
+        mg_curl_setopt_pointer(h, CURLOPT_WRITEDATA, cls)
+        return list
+    }
+
+    private func acquire() -> OpaquePointer {
+        if let h = idle.withLock({ $0.popLast() }), let p = OpaquePointer(bitPattern: h) { return p }
+        return OpaquePointer(curl_easy_init()!)
+    }
+
+    private func release(_ handle: OpaquePointer) {
+        let raw = UnsafeMutableRawPointer(handle)
+        curl_easy_reset(raw)
+        let bits = UInt(bitPattern: raw)
+        let kept = idle.withLock { list -> Bool in
+            guard list.count < maxIdle else { return false }
+            list.append(bits)
+            return true
+        }
+        if !kept { curl_easy_cleanup(raw) }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, saturating at zero.
+    public var milliseconds: Int64 {
+        let (s, a) = components
+        if s < 0 { return 0 }
+        return s * 1000 + a / 1_000_000_000_000_000
+    }
+}
+
+/// State of one transfer, reached from libcurl's callbacks through an unretained pointer.
+final class Transfer {
+    var status = 0
+    var headers: [(name: String, value: String)] = []
+    var headDelivered = false
+    var cancelled = false
+    let onHead: (Int, [(name: String, value: String)]) -> Bool
+    let onData: ([UInt8]) -> Bool
+
+    init(
+        onHead: @escaping (Int, [(name: String, value: String)]) -> Bool, onData: @escaping ([UInt8]) -> Bool
+    ) {
+        self.onHead = onHead
+        self.onData = onData
+    }
+
+    func deliverHead() -> Bool {
+        headDelivered = true
+        if !onHead(status, headers) {
+            cancelled = true
+            return false
+        }
+        return true
+    }
+
+    func headerLine(_ line: String) {
+        let trimmed = line.trimmingSuffixNewlines()
+        if trimmed.hasPrefix("HTTP/") {
+            // A new status line (after 100 Continue or a redirect) starts a new header block.
+            let parts = trimmed.split(separator: " ", maxSplits: 2)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            headers = []
+            return
+        }
+        if trimmed.isEmpty { return }
+        guard let colon = trimmed.firstIndex(of: ":") else { return }
+        let name = String(trimmed[..<colon])
+        var value = trimmed[trimmed.index(after: colon)...]
+        while value.first == " " || value.first == "\t" { value = value.dropFirst() }
+        headers.append((name, String(value)))
+    }
+
+    static let headerCallback: mg_curl_data_callback = { ptr, size, count, userdata in
+        let t = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+        let n = size * count
+        let line =
+            ptr.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: n), as: UTF8.self) } ?? ""
+        t.headerLine(line)
+        return n
+    }
+
+    static let writeCallback: mg_curl_data_callback = { ptr, size, count, userdata in
+        let t = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+        let n = size * count
+        if !t.headDelivered {
+            if !t.deliverHead() { return 0 }
+        }
+        guard let ptr, n > 0 else { return n }
+        let bytes = [UInt8](UnsafeRawBufferPointer(start: ptr, count: n))
+        if !t.onData(bytes) {
+            t.cancelled = true
+            return 0
+        }
+        return n
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffixNewlines() -> Substring {
+        var s = self[...]
+        while let last = s.last, last == "\n" || last == "\r" || last == "\r\n" { s = s.dropLast() }
+        return s
+    }
+}
