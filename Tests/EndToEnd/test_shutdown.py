@@ -92,10 +92,10 @@ def test_in_flight_request_finishes_within_grace(gateway_factory, fake_algolia):
     t.start()
     deadline = time.monotonic() + 5
     for _ in range(100):
-        if fake_algolia.requests() or time.monotonic() > deadline:
+        if fake_algolia.requests("/1/indexes/i/query") or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    assert fake_algolia.requests(), "request did not reach the upstream"
+    assert fake_algolia.requests("/1/indexes/i/query"), "request did not reach the upstream"
     gw.proc.send_signal(signal.SIGTERM)
     t.join(timeout=10)
     code = gw.proc.wait(timeout=10)
