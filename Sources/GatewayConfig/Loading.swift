@@ -1,0 +1,214 @@
+import Foundation
+import Yams
+
+extension MirrorgateConfiguration {
+    /// Keys that parse but belong to features this version does not implement: dotted key pattern
+    /// (`*` matches one name) → reason. Present with a non-default value, they are rejected with
+    /// `<key>: not supported in this version (<reason>)`. Lift a feature by deleting its line.
+    public static let unsupportedKeys: [String: String] = [
+        "odata.services.*.storeEncryptionKey":
+            "the local store is not encrypted; remove the key rather than believe it is",
+        "odata.services.*.enableRequestQueueOptimization": "request queue optimization is not implemented",
+        "odata.services.*.enableUndoLocalCreation": "undoing a local creation is not implemented",
+        "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
+        "odata.services.*.enableIndividualErrorArchiveDeletion":
+            "deleting single ErrorArchive entries is not implemented",
+        "policies.*.window": "sync windows are not implemented",
+        "policies.*.maxRunDuration": "run budgets are not implemented",
+    ]
+
+    /// Reads and validates the YAML file at `path`; relative files inside resolve against its directory.
+    public static func load(
+        path: String, environment: [String: String],
+        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys
+    ) throws(ConfigError) -> MirrorgateConfiguration {
+        let text: String
+        do {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            guard let s = String(data: data, encoding: .utf8) else {
+                throw ConfigError(issues: [
+                    ConfigIssue(
+                        file: path, line: 0, column: 0, keyPath: "", message: "file is not valid UTF-8")
+                ])
+            }
+            text = s
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw ConfigError(issues: [
+                ConfigIssue(
+                    file: path, line: 0, column: 0, keyPath: "",
+                    message: "cannot read configuration: \(error.localizedDescription)")
+            ])
+        }
+        let base = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
+        return try parse(
+            yaml: text, fileName: path, environment: environment, baseDirectory: base,
+            unsupportedKeys: unsupportedKeys)
+    }
+
+    /// Parses and validates YAML text. `fileName` only labels errors; relative files inside resolve
+    /// against `baseDirectory`. Throws every problem found at once.
+    public static func parse(
+        yaml: String, fileName: String, environment: [String: String], baseDirectory: String = ".",
+        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys
+    ) throws(ConfigError) -> MirrorgateConfiguration {
+        let reader = ConfigReader(file: fileName, unsupportedKeys: unsupportedKeys)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigError(issues: [yamlIssue(error, file: fileName)])
+        }
+        var builder = TreeBuilder(environment: environment)
+        let tree = root.map { builder.build($0, path: ConfPath()) }
+        for (path, line, column, message) in builder.issues {
+            reader.issues.append(
+                ConfigIssue(
+                    file: fileName, line: line, column: column, keyPath: path.dotted, message: message))
+        }
+        if let tree, !tree.isNull, case .scalar = tree.kind {
+            reader.fail(ConfPath(), tree, "expected a mapping of configuration keys at the top level")
+        }
+        let config = reader.readRoot(tree, baseDirectory: baseDirectory)
+        var issues = reader.issues
+        issues += config.crossCheckIssues(file: fileName) { reader.locations[$0] }
+        guard issues.isEmpty else {
+            throw ConfigError(issues: sortedUnique(issues))
+        }
+        return config
+    }
+
+    /// Re-checks rules that span several keys (e.g. after a `--listen` override). Throws every problem.
+    public func validate(file: String = "<configuration>") throws(ConfigError) {
+        let issues = crossCheckIssues(file: file) { _ in nil }
+        if !issues.isEmpty { throw ConfigError(issues: issues) }
+    }
+
+    /// The compiled-in demo configuration; its bootstrap files resolve against `<currentDirectory>/config`
+    /// when that directory exists, else against `currentDirectory`.
+    public static func demo(
+        environment: [String: String] = [:],
+        currentDirectory: String = FileManager.default.currentDirectoryPath
+    ) throws(ConfigError) -> MirrorgateConfiguration {
+        var isDirectory: ObjCBool = false
+        let configDir =
+            currentDirectory.hasSuffix("/") ? currentDirectory + "config" : currentDirectory + "/config"
+        let base =
+            FileManager.default.fileExists(atPath: configDir, isDirectory: &isDirectory)
+                && isDirectory.boolValue
+            ? configDir : currentDirectory
+        return try parse(
+            yaml: demoYAML, fileName: "<built-in demo>", environment: environment, baseDirectory: base)
+    }
+
+    private static func yamlIssue(_ error: any Error, file: String) -> ConfigIssue {
+        func issue(_ mark: Mark?, _ message: String) -> ConfigIssue {
+            ConfigIssue(
+                file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, keyPath: "", message: message)
+        }
+        guard let y = error as? YamlError else { return issue(nil, "invalid YAML: \(error)") }
+        switch y {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
+            .composer(_, let problem, let mark, _):
+            return issue(mark, "invalid YAML: \(problem)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.map { "'\($0)'" }.joined(separator: ", ")
+            return issue(context.mark, "duplicate key \(keys) in one mapping")
+        case .reader(let problem, _, _, _):
+            return issue(nil, "invalid YAML: \(problem)")
+        default:
+            return issue(nil, "invalid YAML: \(y)")
+        }
+    }
+
+    private static func sortedUnique(_ issues: [ConfigIssue]) -> [ConfigIssue] {
+        var seen = Set<ConfigIssue>()
+        let unique = issues.filter { seen.insert($0).inserted }
+        return unique.enumerated().sorted {
+            ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset)
+        }.map(\.element)
+    }
+
+    /// Rules that involve several keys; `locate` gives the position of a dotted key when known.
+    func crossCheckIssues(file: String, locate: (String) -> (line: Int, column: Int)?) -> [ConfigIssue] {
+        var issues: [ConfigIssue] = []
+        func add(_ key: String, near fallbacks: [String] = [], _ message: String) {
+            let place = ([key] + fallbacks).lazy.compactMap(locate).first
+            issues.append(
+                ConfigIssue(
+                    file: file, line: place?.line ?? 0, column: place?.column ?? 0, keyPath: key,
+                    message: "\(key): \(message)"))
+        }
+
+        if !server.listen.isLoopback {
+            var missing: [String] = []
+            if !server.allowRemote { missing.append("server.allowRemote: true") }
+            if admin.token == nil { missing.append("admin.token") }
+            if !missing.isEmpty {
+                add(
+                    "server.listen",
+                    "'\(server.listen)' is not a loopback address; listening on it needs "
+                        + missing.joined(separator: " and "))
+            }
+        }
+
+        let policyNames = policies.keys.sorted().joined(separator: ", ")
+        for (name, index) in algolia.indices.sorted(by: { $0.key < $1.key }) {
+            let p = "algolia.indices.\(name)"
+            if policies[index.policy] == nil {
+                add("\(p).policy", near: [p], "unknown policy '\(index.policy)' (defined: \(policyNames))")
+            }
+            if index.mirrored && index.dataSelectionQueries.isEmpty {
+                add(
+                    "\(p).dataSelectionQueries", near: [p],
+                    "required for a mirrored index (e.g. - {query: {filters: \"\"}, maxObjects: 1000}), or set mirrored: false"
+                )
+            }
+            if index.requestStrategy == .offlineOnly && !index.mirrored && index.bootstrap == nil {
+                add(
+                    "\(p).requestStrategy", near: [p],
+                    "offlineOnly needs local data: set mirrored: true or a bootstrap")
+            }
+        }
+        if !algolia.indices.isEmpty {
+            if algolia.appId == nil {
+                add("algolia.appId", near: ["algolia.indices"], "required when algolia.indices is not empty")
+            }
+            if algolia.apiKey == nil && algolia.indices.values.contains(where: \.mirrored) {
+                add(
+                    "algolia.apiKey", near: ["algolia.appId", "algolia.indices"],
+                    "required for mirrored indices (the gateway's own key for syncs)")
+            }
+        }
+        for name in algolia.offlineIndices.keys.sorted() where algolia.indices[name] != nil {
+            add(
+                "algolia.offlineIndices.\(name)",
+                "an index named '\(name)' is already defined in algolia.indices")
+        }
+
+        var mounts: [String: String] = [:]
+        for (name, service) in odata.services.sorted(by: { $0.key < $1.key }) {
+            let p = "odata.services.\(name)"
+            if policies[service.policy] == nil {
+                add("\(p).policy", near: [p], "unknown policy '\(service.policy)' (defined: \(policyNames))")
+            }
+            let mount = service.mount
+            if !(mount.hasPrefix("/") && mount.hasSuffix("/")) {
+                add("\(p).mount", near: [p], "must start and end with '/', got '\(mount)'")
+            }
+            for reserved in ["/1/", "/_mirrorgate/", "/metrics/"]
+            where mount.hasPrefix(reserved) || reserved.hasPrefix(mount) {
+                add("\(p).mount", near: [p], "'\(mount)' collides with the gateway's own \(reserved) routes")
+            }
+            for (other, otherMount) in mounts where mount.hasPrefix(otherMount) || otherMount.hasPrefix(mount)
+            {
+                add(
+                    "\(p).mount", near: [p],
+                    "'\(mount)' overlaps the mount '\(otherMount)' of service '\(other)'")
+            }
+            mounts[name] = mount
+        }
+        return issues
+    }
+}

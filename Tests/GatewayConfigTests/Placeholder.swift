@@ -1,5 +1,0 @@
-import Testing
-
-@testable import GatewayConfig
-
-@Test func placeholder() { #expect(Bool(true)) }
