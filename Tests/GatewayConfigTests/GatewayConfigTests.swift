@@ -683,6 +683,20 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(bare.baseDirectory == dir.path + "/config")
     }
 
+    @Test func demoBootstrapFilesShipInTheRepo() throws {
+        let c = try MirrorgateConfiguration.demo(currentDirectory: repoRoot.path)
+        let bootstrap = try #require(c.algolia.offlineIndices["demo_packages"]?.bootstrap)
+        let settings = try Data(
+            contentsOf: URL(fileURLWithPath: c.resolve(path: try #require(bootstrap.settings))))
+        #expect(try JSONSerialization.jsonObject(with: settings) is [String: Any])
+        for file in bootstrap.objects {
+            let objects = try Data(contentsOf: URL(fileURLWithPath: c.resolve(path: file)))
+            let records = try #require(try JSONSerialization.jsonObject(with: objects) as? [[String: Any]])
+            #expect(records.count > 100)
+            #expect(records.allSatisfy { $0["objectID"] is String })
+        }
+    }
+
     @Test func exampleParsesWithEveryDefault() throws {
         let path = repoRoot.appendingPathComponent("config/mirrorgate.example.yaml").path
         let c = try MirrorgateConfiguration.load(path: path, environment: [:])
