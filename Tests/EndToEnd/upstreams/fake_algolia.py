@@ -11,7 +11,10 @@ It implements just enough of Algolia's search API for the official Python client
     PUT  /1/indexes/{i}/settings         replace settings
     POST|GET /1/indexes/{i}/browse       cursor paging (page size min(hitsPerPage, browse_page_size))
     GET  /1/indexes/{i}/{objectID}       one record
-    GET  /_fake/trickle?chunks=N&size=B&interval=S   a slowly streamed (chunked) response
+    GET  /_fake/trickle?chunks=N&size=B&interval=S[&burst=B][&first_delay=S]
+                                         a slowly streamed (chunked) response: `burst` bytes at once,
+                                         then N chunks of B bytes every S seconds (a longer pause
+                                         `first_delay` after the first of them)
     GET  /_fake/bytes?size=B             a large fixed-length response with a deterministic body
     (the same special routes answer under /1/indexes/_trickle/..., /1/indexes/_bytes/..., so they can
     be reached through the gateway's Algolia forwarding)
@@ -267,12 +270,20 @@ class _Handler(BaseHTTPRequestHandler):
             size = min(int(q.get("size", "100")), 1 << 20)
             interval = min(float(q.get("interval", "0.1")), 10.0)
             first_delay = min(float(q.get("first_delay", "0")), 30.0)
+            burst = min(int(q.get("burst", "0")), 64 << 20)
             rec.status = 200
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
+                # an optional burst first (to get past any buffering threshold), then the trickle
+                left = burst
+                while left > 0:
+                    piece = b"b" * min(left, 65536)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    left -= len(piece)
+                self.wfile.flush()
                 for i in range(chunks):
                     if fake.stopping:
                         break
