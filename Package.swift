@@ -47,13 +47,15 @@ let package = Package(
         // Domain modules: pure Swift.
         .target(name: "JSONCore", swiftSettings: strict),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"], swiftSettings: strict),
+        // OData protocol pieces without I/O: CSDL model, resource paths, $filter, literals, serializers.
+        .target(name: "ODataCore", dependencies: ["JSONCore"], swiftSettings: strict),
         .target(
             name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strict),
         .target(
             name: "AlgoliaGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -61,7 +63,7 @@ let package = Package(
         .target(
             name: "ODataGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore", "ODataCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -87,11 +89,12 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Upstream"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "ProxyingTests", dependencies: ["Proxying"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
+        .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
         .testTarget(name: "MirrorgateTests", dependencies: ["Mirrorgate"], swiftSettings: strict),

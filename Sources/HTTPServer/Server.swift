@@ -204,6 +204,7 @@ final class RequestContext: @unchecked Sendable, Responder {
     var headers = HTTPHeaders()
     var body: [UInt8] = []
     var rejected = false
+    var discarded = 0
     // Guarded by `lock`:
     private let lock = Mutex<Void>(())
     private var phase: Phase = .receiving
@@ -343,17 +344,17 @@ enum MHDCallbacks {
         if let uploadSize, uploadSize.pointee > 0 {
             let n = uploadSize.pointee
             uploadSize.pointee = 0
-            if ctx.rejected { return .YES }
+            if ctx.rejected {
+                // Discard the rest of an oversized chunked body so the 413 can be sent when it ends;
+                // a client that keeps sending far beyond the limit is cut off.
+                ctx.discarded += n
+                return ctx.discarded > max(64 << 20, 4 * core.configuration.maxBodySize) ? .NO : .YES
+            }
             if ctx.body.count + n > core.configuration.maxBodySize {
                 ctx.rejected = true
                 ctx.body = []
-                let r = queue(
-                    core.errors(
-                        413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target
-                    ),
-                    ctx, connection)
-                // A response cannot always be queued mid-body; then the connection is closed instead.
-                return r
+                ctx.discarded = n
+                return .YES
             }
             if let uploadData {
                 uploadData.withMemoryRebound(to: UInt8.self, capacity: n) { p in

@@ -73,7 +73,9 @@ public final class Gateway: Sendable {
             host: configuration.server.listen.host, port: configuration.server.listen.port,
             maxBodySize: configuration.server.maxBodySize,
             maxConnections: configuration.server.maxConnections,
-            requestTimeout: configuration.server.requestTimeout)
+            requestTimeout: configuration.server.requestTimeout,
+            workerThreads: Int(ProcessInfo.processInfo.environment["MG_WORKERS"] ?? "") ?? 64,
+            pollingThreads: Int(ProcessInfo.processInfo.environment["MG_POLLERS"] ?? "") ?? 1)
         let accessLogger = Logger(label: "mirrorgate.access")
         server = try Server(
             configuration: serverConfig, handler: router,

@@ -1,5 +1,5 @@
 import Testing
 
-@testable import HTTPServer
+@testable import ODataCore
 
 @Test func placeholder() { #expect(Bool(true)) }
