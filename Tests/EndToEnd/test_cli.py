@@ -1,0 +1,97 @@
+"""The command line itself: `serve` with the built-in demo, --listen / --data-dir overrides (SPEC §1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+
+from harness import binary, free_port, request
+
+
+def _start(args: list[str], cwd, log):
+    def preexec():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    with open(log, "ab") as f:
+        return subprocess.Popen(
+            [str(binary()), *args], cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=f, stderr=f, preexec_fn=preexec
+        )
+
+
+def _await(port: int, proc, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.05) + 1):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        try:
+            st, _, _ = request("GET", f"http://127.0.0.1:{port}/_mirrorgate/health", timeout=1)
+            if st == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def _stop(proc) -> int | None:
+    if proc.poll() is not None:
+        return proc.returncode
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+        return None
+
+
+def test_serve_without_config_runs_the_demo(tmp_path):
+    """The README's first command ends in `mirrorgate serve`: with no config file it serves the demo."""
+    port = free_port()
+    data = tmp_path / "data"
+    log = tmp_path / "demo.log"
+    proc = _start(["serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)], tmp_path, log)
+    try:
+        assert _await(port, proc), f"demo did not start:\n{log.read_text(errors='replace')[-3000:]}"
+        st, _, body = request("GET", f"http://127.0.0.1:{port}/_mirrorgate/status", timeout=5)
+        assert st == 200
+        doc = json.loads(body)
+        assert "upstreams" in doc
+    finally:
+        code = _stop(proc)
+    assert code == 0, f"exit {code}:\n{log.read_text(errors='replace')[-3000:]}"
+    # whatever the demo stored is private to the user
+    for root, _, files in os.walk(data):
+        for name in files:
+            mode = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+            assert mode & 0o077 == 0, f"{name} has mode {oct(mode)}, expected 0600"
+
+
+def test_listen_and_data_dir_override_the_config(tmp_path):
+    cfg_port, port = free_port(), free_port()
+    data = tmp_path / "override-data"
+    cfg = tmp_path / "mg.yaml"
+    cfg.write_text(f'server:\n  listen: "127.0.0.1:{cfg_port}"\ndataDir: "{tmp_path / "cfg-data"}"\n')
+    log = tmp_path / "serve.log"
+    proc = _start(["serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)], tmp_path, log)
+    try:
+        assert _await(port, proc), f"did not listen on the --listen port:\n{log.read_text(errors='replace')[-3000:]}"
+        try:
+            st, _, _ = request("GET", f"http://127.0.0.1:{cfg_port}/_mirrorgate/health", timeout=1)
+            assert False, f"the config's port must not be used when --listen is given (answered {st})"
+        except OSError:
+            pass
+    finally:
+        code = _stop(proc)
+    assert code == 0
+    assert not (tmp_path / "cfg-data").exists() or not any((tmp_path / "cfg-data").iterdir())
+
+
+def test_version_flag():
+    r = subprocess.run([str(binary()), "--version"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0
+    assert r.stdout.strip()
