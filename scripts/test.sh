@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: release build, unit tests, format lint, end-to-end tests against the binary.
 #   bash scripts/test.sh
-# Env: MIRRORGATE_BIN (default .build/release/mirrorgate), PYTEST_ARGS (extra pytest arguments),
-#      E2E_VENV (default .e2e-venv). Exits non-zero if any step fails; every step runs regardless,
+# Env: MIRRORGATE_BIN (default <scratch>/release/mirrorgate), PYTEST_ARGS (extra pytest arguments),
+#      E2E_VENV (default .e2e-venv), MIRRORGATE_SCRATCH_PATH (swift --scratch-path; default .build). Exits non-zero if any step fails; every step runs regardless,
 #      so one run shows every failure.
 set -uo pipefail
 
@@ -13,6 +13,10 @@ if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
   export PATH="$PATH:/opt/swift/usr/bin"
 fi
 
+SCRATCH=${MIRRORGATE_SCRATCH_PATH:-.build}
+SWIFT_OPTS=()
+if [ "$SCRATCH" != .build ]; then SWIFT_OPTS=(--scratch-path "$SCRATCH"); fi
+
 log() { printf '\n[test] %s\n' "$*" >&2; }
 declare -a RESULTS=()
 FAILED=0
@@ -21,14 +25,14 @@ record() { # name status
 }
 
 # 1. Release build of the binary the end-to-end tests run.
-log "swift build -c release --product mirrorgate"
-swift build -c release --product mirrorgate
+log "swift build -c release --product mirrorgate ${SWIFT_OPTS[*]}"
+swift build -c release --product mirrorgate "${SWIFT_OPTS[@]}"
 build_status=$?
 record "release build" $build_status
 
 # 2. Unit tests of every target.
-log "swift test"
-swift test
+log "swift test ${SWIFT_OPTS[*]}"
+swift test "${SWIFT_OPTS[@]}"
 record "swift test (unit tests)" $?
 
 # 3. Formatting.
@@ -57,7 +61,7 @@ if [ $venv_status -eq 0 ]; then
 fi
 record "e2e venv" $venv_status
 
-export MIRRORGATE_BIN=${MIRRORGATE_BIN:-$ROOT/.build/release/mirrorgate}
+export MIRRORGATE_BIN=${MIRRORGATE_BIN:-$ROOT/$SCRATCH/release/mirrorgate}
 if [ $venv_status -eq 0 ]; then
   if [ ! -x "$MIRRORGATE_BIN" ]; then
     log "no binary at $MIRRORGATE_BIN: the end-to-end tests will fail"
