@@ -1,0 +1,159 @@
+/// Ranking criteria values of one hit (also reported as `_rankingInfo`).
+struct RankingValues {
+    var typos = 0
+    var geoDistance = 0
+    var words = 0
+    var filters = 0
+    var proximity = 0
+    var attributeKey: UInt64 = 0
+    var firstMatchedWord = 0
+    var exactWords = 0
+}
+
+struct Ranker {
+    let data: IndexData
+    let match: MatchResult
+    let criteria: [RankingCriterion]
+    let exactSingle: ExactSingleWord
+    let minProximity: Int
+    let geo: GeoQuery?
+    let geoPrecision: Double
+
+    init(data: IndexData, match: MatchResult, options: SearchOptions, geo: GeoQuery?) throws(SearchError) {
+        self.data = data
+        self.match = match
+        var criteria = data.settings.ranking
+        if options.typoMode == .strict, let i = criteria.firstIndex(of: .typo) {
+            criteria.remove(at: i)
+            criteria.insert(.typo, at: 0)
+        }
+        self.criteria = criteria
+        exactSingle = options.exactOnSingleWordQuery
+        minProximity = max(1, min(7, try options.int("minProximity", default: 1)))
+        self.geo = geo
+        geoPrecision = max(1, geo?.precision ?? 1)
+    }
+
+    func values(_ doc: Int) -> RankingValues {
+        var v = RankingValues()
+        let words = match.words
+        guard !words.isEmpty else {
+            if let geo, geo.center != nil { v.geoDistance = Int(data.geoMatch(doc, geo) ?? 0) }
+            return v
+        }
+        var best = UInt64.max
+        var previous: UInt64 = 0
+        for w in words.indices {
+            let m = match.wordMatches[w][doc]
+            v.typos += Packed.typos(m)
+            let key = Packed.attributeKey(m)
+            if key < best {
+                best = key
+                v.firstMatchedWord = Packed.pos(m)
+            }
+            if !Packed.nonExact(m) {
+                if words.count == 1 {
+                    switch exactSingle {
+                    case .attribute: if Packed.single(m) { v.exactWords += 1 }
+                    case .word: v.exactWords += 1
+                    case .none: break
+                    }
+                } else {
+                    v.exactWords += 1
+                }
+            }
+            if w > 0 {
+                var distance = 8
+                if Packed.slot(m) == Packed.slot(previous) {
+                    distance = min(8, abs(Packed.pos(m) - Packed.pos(previous)))
+                    if distance == 0 { distance = 1 }
+                }
+                v.proximity += max(distance, minProximity)
+            }
+            previous = m
+        }
+        v.words = words.count
+        v.attributeKey = best
+        if let geo, geo.center != nil { v.geoDistance = Int(data.geoMatch(doc, geo) ?? 0) }
+        return v
+    }
+
+    /// A sortable key: criteria in `ranking` order, then document order. Smaller is better.
+    func key(_ doc: Int) -> UInt128 {
+        let v = values(doc)
+        var key: UInt128 = 0
+        var used = 0
+        @inline(__always) func push(_ value: UInt64, bits: Int) {
+            guard used + bits <= 104 else { return }
+            key = key << UInt128(bits) | UInt128(min(value, (1 << UInt64(bits)) - 1))
+            used += bits
+        }
+        let wordCount = match.words.count
+        for criterion in criteria {
+            switch criterion {
+            case .typo: push(UInt64(v.typos), bits: 6)
+            case .geo:
+                if geo?.center != nil { push(UInt64(Double(v.geoDistance) / geoPrecision), bits: 25) }
+            case .words: push(UInt64(max(0, 32 - v.words)), bits: 6)
+            case .filters: break
+            case .proximity: if wordCount > 1 { push(UInt64(v.proximity), bits: 8) }
+            case .attribute: if wordCount > 0 { push(v.attributeKey, bits: 23) }
+            case .exact: push(UInt64(max(0, 32 - v.exactWords)), bits: 6)
+            case .custom:
+                if !data.settings.customRanking.isEmpty { push(UInt64(data.customRank[doc]), bits: 24) }
+            case .sort(let attr, let direction):
+                let name = (direction == .ascending ? "asc(" : "desc(") + attr + ")"
+                if let ranks = data.sortRanks[name] { push(UInt64(ranks[doc]), bits: 24) }
+            }
+        }
+        key = key << 24 | UInt128(doc & 0xFF_FFFF)
+        return key
+    }
+
+    /// The first `k` candidates in ranking order (never fully ranks a large candidate set).
+    func top(_ k: Int, of candidates: [Int32]) -> [Int32] {
+        guard k > 0, !candidates.isEmpty else { return [] }
+        if k * 8 >= candidates.count {
+            var keyed = candidates.map { (key($0.asInt), $0) }
+            keyed.sort { $0.0 < $1.0 }
+            return keyed.prefix(k).map(\.1)
+        }
+        var heap: [(UInt128, Int32)] = []
+        heap.reserveCapacity(k + 1)
+        var worst: UInt128 = 0
+        for doc in candidates {
+            let kv = key(doc.asInt)
+            if heap.count < k {
+                heap.append((kv, doc))
+                if heap.count == k {
+                    heap.sort { $0.0 < $1.0 }
+                    worst = heap[k - 1].0
+                }
+                continue
+            }
+            if kv >= worst { continue }
+            var lo = 0
+            var hi = k - 1
+            while lo < hi {
+                let mid = (lo + hi) >> 1
+                if heap[mid].0 < kv { lo = mid + 1 } else { hi = mid }
+            }
+            heap.removeLast()
+            heap.insert((kv, doc), at: lo)
+            worst = heap[k - 1].0
+        }
+        if heap.count < k { heap.sort { $0.0 < $1.0 } }
+        return heap.map(\.1)
+    }
+
+    /// Full ranking (used with `distinct`).
+    func sorted(_ candidates: [Int32]) -> [Int32] {
+        var keyed = candidates.map { (key($0.asInt), $0) }
+        keyed.sort { $0.0 < $1.0 }
+        return keyed.map(\.1)
+    }
+}
+
+extension Int32 {
+    @inline(__always) var asInt: Int { Int(self) }
+}

@@ -1,0 +1,285 @@
+import JSONCore
+
+/// One processed query word.
+struct QueryWord {
+    var text: String
+    var bytes: [UInt8]
+    var prefix: Bool
+    var maxTypos: Int
+}
+
+/// Per-word best match in a document, packed so that `min` picks the best:
+/// typos(4) | nonExact(1) | rank(8) | orderedPos(15) | notSingle(1) | pos(15) | slot(16).
+enum Packed {
+    static let absent = UInt64.max
+    @inline(__always) static func make(
+        typos: Int, nonExact: Bool, rank: Int, orderedPos: Int, single: Bool, pos: Int, slot: Int
+    ) -> UInt64 {
+        UInt64(typos) << 60 | (nonExact ? 1 << 59 : 0) | UInt64(rank & 0xFF) << 51 | UInt64(
+            orderedPos & 0x7FFF) << 36
+            | (single ? 0 : 1 << 35) | UInt64(pos & 0x7FFF) << 20 | UInt64(slot & 0xFFFF)
+    }
+    @inline(__always) static func typos(_ v: UInt64) -> Int { Int(v >> 60) }
+    @inline(__always) static func nonExact(_ v: UInt64) -> Bool { v >> 59 & 1 == 1 }
+    @inline(__always) static func attributeKey(_ v: UInt64) -> UInt64 { v >> 36 & 0x7FFFFF }
+    @inline(__always) static func single(_ v: UInt64) -> Bool { v >> 35 & 1 == 0 }
+    @inline(__always) static func pos(_ v: UInt64) -> Int { Int(v >> 20 & 0x7FFF) }
+    @inline(__always) static func slot(_ v: UInt64) -> Int { Int(v & 0xFFFF) }
+    @inline(__always) static func rank(_ v: UInt64) -> Int { Int(v >> 51 & 0xFF) }
+    @inline(__always) static func orderedPos(_ v: UInt64) -> Int { Int(v >> 36 & 0x7FFF) }
+}
+
+/// The outcome of matching and filtering, before pagination.
+struct MatchResult {
+    var words: [QueryWord]
+    var candidates: [Int32]
+    /// `wordMatches[w][doc]` packed best match (only meaningful for candidates).
+    var wordMatches: [[UInt64]]
+}
+
+/// A geo constraint resolved from the parameters.
+struct GeoQuery {
+    var center: (lat: Double, lng: Double)?
+    var radius: Double?
+    var boxes: [(Double, Double, Double, Double)]
+    var precision: Double
+}
+
+extension IndexData {
+    /// Splits the query into words and decides prefix and typo budget per word.
+    func queryWords(_ options: SearchOptions) throws(SearchError) -> [QueryWord] {
+        let tokens = normalizer.tokens(options.query)
+        let queryType = options.queryType
+        let typoMode = options.typoMode
+        let min1 = try options.int("minWordSizefor1Typo", default: 4)
+        let min2 = try options.int("minWordSizefor2Typos", default: 8)
+        let typosOnNumbers = options.bool("allowTyposOnNumericTokens", default: true)
+        var words: [QueryWord] = []
+        for (i, token) in tokens.prefix(32).enumerated() {
+            let prefix: Bool
+            switch queryType {
+            case .prefixAll: prefix = true
+            case .prefixNone: prefix = false
+            case .prefixLast: prefix = i == min(tokens.count, 32) - 1
+            }
+            var maxTypos = 0
+            let length = String(decoding: token.normalized, as: UTF8.self).count
+            if typoMode != .off {
+                if length >= min2 { maxTypos = 2 } else if length >= min1 { maxTypos = 1 }
+                if !typosOnNumbers && token.normalized.isNumericToken { maxTypos = 0 }
+                let text = String(decoding: token.normalized, as: UTF8.self)
+                if settings.disableTypoOnWords.contains(text) { maxTypos = 0 }
+            }
+            words.append(
+                QueryWord(
+                    text: String(decoding: token.normalized, as: UTF8.self), bytes: token.normalized,
+                    prefix: prefix, maxTypos: maxTypos))
+        }
+        return words
+    }
+
+    /// Restricts searchable slots (`restrictSearchableAttributes`).
+    func allowedSlots(_ options: SearchOptions) -> [Bool] {
+        guard let restrict = options.params["restrictSearchableAttributes"].map(stringList), !restrict.isEmpty
+        else {
+            return [Bool](repeating: true, count: slots.count)
+        }
+        let set = Set(restrict)
+        return slots.map { slot in
+            set.contains(slot.path) || set.contains(String(slot.path.split(separator: ".").first ?? ""))
+        }
+    }
+
+    /// Fills the best-match array of one word from its matching terms.
+    private func fill(
+        _ dense: inout [UInt64], matches: [TermMatch], allowed: [Bool], onNew: (Int32) -> Void
+    ) {
+        for match in matches {
+            let start = Int(postStart[match.term])
+            let end = Int(postStart[match.term + 1])
+            var i = start
+            while i < end {
+                let occ = postOccs[i]
+                let slotIndex = Int(occ >> 16)
+                let slot = slots[slotIndex]
+                if allowed[slotIndex] && !(match.typos > 0 && slot.typoDisabled)
+                    && !(match.nonExact && match.typos == 0 && slot.prefixDisabled)
+                {
+                    let pos = Int(occ & 0x7FFF)
+                    let value = Packed.make(
+                        typos: match.typos, nonExact: match.nonExact || slot.exactDisabled, rank: slot.rank,
+                        orderedPos: slot.unordered ? 0 : pos, single: occ & 0x8000 != 0, pos: pos,
+                        slot: slotIndex)
+                    let doc = Int(postDocs[i])
+                    if value < dense[doc] {
+                        if dense[doc] == Packed.absent { onNew(Int32(doc)) }
+                        dense[doc] = value
+                    }
+                }
+                i += 1
+            }
+        }
+    }
+
+    /// Matches every query word (all required), applies filters, geo and typo-tolerance modes.
+    func match(
+        _ options: SearchOptions, words: [QueryWord], filter: CompiledFilter, geo: GeoQuery?
+    ) -> MatchResult {
+        let n = count
+        var candidates: [Int32] = []
+        var wordMatches: [[UInt64]] = []
+        if words.isEmpty {
+            candidates.reserveCapacity(n)
+            for doc in 0..<n where filter.isEmpty || filter.matches(doc) { candidates.append(Int32(doc)) }
+        } else {
+            let allowed = allowedSlots(options)
+            let typoMode = options.typoMode
+            var termMatches = words.map { word in
+                matchTerms(word.bytes, prefix: word.prefix, maxTypos: word.maxTypos)
+            }
+            // Split: a word made of two dictionary terms ("helloworld" → "hello world") counts one typo.
+            var splits: [[(Int, Int)]] = Array(repeating: [], count: words.count)
+            if typoMode != .off {
+                for (w, word) in words.enumerated() where word.maxTypos > 0 && word.bytes.count >= 4 {
+                    for cut in 1..<word.bytes.count {
+                        if let a = lookup(Array(word.bytes[..<cut])),
+                            let b = lookup(Array(word.bytes[cut...]))
+                        {
+                            splits[w].append((a, b))
+                        }
+                    }
+                }
+            }
+            // Concatenation: two adjacent words found as one term ("hello world" → "helloworld").
+            var concats: [(Int, Int)] = []
+            if typoMode != .off && words.count > 1 {
+                for w in 0..<(words.count - 1) {
+                    if let t = lookup(words[w].bytes + words[w + 1].bytes) { concats.append((w, t)) }
+                }
+            }
+            var wordDocs = [[Int32]](repeating: [], count: words.count)
+            wordMatches = [[UInt64]](repeating: [], count: words.count)
+            for w in words.indices {
+                var dense = [UInt64](repeating: Packed.absent, count: n)
+                var docs: [Int32] = []
+                fill(&dense, matches: termMatches[w], allowed: allowed) { docs.append($0) }
+                for (a, b) in splits[w] {
+                    var left = [UInt64](repeating: Packed.absent, count: n)
+                    fill(&left, matches: [TermMatch(term: a, typos: 1, nonExact: true)], allowed: allowed) {
+                        _ in
+                    }
+                    var right = [UInt64](repeating: Packed.absent, count: n)
+                    var rightDocs: [Int32] = []
+                    fill(&right, matches: [TermMatch(term: b, typos: 1, nonExact: true)], allowed: allowed) {
+                        rightDocs.append($0)
+                    }
+                    for doc in rightDocs where left[Int(doc)] != Packed.absent {
+                        let value = min(left[Int(doc)], right[Int(doc)])
+                        if value < dense[Int(doc)] {
+                            if dense[Int(doc)] == Packed.absent { docs.append(doc) }
+                            dense[Int(doc)] = value
+                        }
+                    }
+                }
+                for (first, t) in concats where first == w || first + 1 == w {
+                    fill(&dense, matches: [TermMatch(term: t, typos: 1, nonExact: true)], allowed: allowed) {
+                        docs.append($0)
+                    }
+                }
+                wordMatches[w] = dense
+                wordDocs[w] = docs
+            }
+            termMatches.removeAll()
+            // Intersect starting from the rarest word.
+            let order = words.indices.sorted { wordDocs[$0].count < wordDocs[$1].count }
+            var base = wordDocs[order[0]]
+            base.sort()
+            for doc in base {
+                var ok = true
+                for w in order.dropFirst() where wordMatches[w][Int(doc)] == Packed.absent {
+                    ok = false
+                    break
+                }
+                if ok && (filter.isEmpty || filter.matches(Int(doc))) { candidates.append(doc) }
+            }
+            if typoMode == .min || typoMode == .strict, !candidates.isEmpty {
+                var minTypos = Int.max
+                var typoCounts = [Int](repeating: 0, count: candidates.count)
+                for (i, doc) in candidates.enumerated() {
+                    var total = 0
+                    for w in words.indices { total += Packed.typos(wordMatches[w][Int(doc)]) }
+                    typoCounts[i] = total
+                    minTypos = min(minTypos, total)
+                }
+                let limit = typoMode == .min ? minTypos : minTypos + 1
+                candidates = candidates.indices.filter { typoCounts[$0] <= limit }.map { candidates[$0] }
+            }
+        }
+        if let geo, geo.radius != nil || !geo.boxes.isEmpty {
+            candidates = candidates.filter { geoMatch(Int($0), geo) != nil }
+        }
+        return MatchResult(words: words, candidates: candidates, wordMatches: wordMatches)
+    }
+
+    /// Distance (meters) of the best point of `doc` inside the geo constraint; nil if outside.
+    func geoMatch(_ doc: Int, _ geo: GeoQuery) -> Double? {
+        guard let points = self.geo?[doc], !points.isEmpty else { return nil }
+        var best: Double?
+        for point in points {
+            if !geo.boxes.isEmpty {
+                var inside = false
+                for (lat1, lng1, lat2, lng2) in geo.boxes {
+                    let (minLat, maxLat) = (min(lat1, lat2), max(lat1, lat2))
+                    let (minLng, maxLng) = (min(lng1, lng2), max(lng1, lng2))
+                    if point.lat >= minLat && point.lat <= maxLat && point.lng >= minLng
+                        && point.lng <= maxLng
+                    {
+                        inside = true
+                    }
+                }
+                if !inside { continue }
+            }
+            let distance = geo.center.map { haversine($0, point) } ?? 0
+            if let radius = geo.radius, distance > radius { continue }
+            if best == nil || distance < best! { best = distance }
+        }
+        return best
+    }
+}
+
+func haversine(_ a: (lat: Double, lng: Double), _ b: (lat: Double, lng: Double)) -> Double {
+    let r = 6_371_000.0
+    let dLat = (b.lat - a.lat) * .pi / 180
+    let dLng = (b.lng - a.lng) * .pi / 180
+    let s1 = sinApprox(dLat / 2)
+    let s2 = sinApprox(dLng / 2)
+    let h = s1 * s1 + cosApprox(a.lat * .pi / 180) * cosApprox(b.lat * .pi / 180) * s2 * s2
+    return 2 * r * asinApprox(min(1, h.squareRoot()))
+}
+
+// Small-footprint trigonometry (Taylor/rational approximations, adequate for ranking distances).
+func sinApprox(_ x: Double) -> Double {
+    var x = x.truncatingRemainder(dividingBy: 2 * .pi)
+    if x > .pi { x -= 2 * .pi } else if x < -.pi { x += 2 * .pi }
+    var term = x
+    var sum = x
+    let x2 = x * x
+    for k in 1...10 {
+        term *= -x2 / Double((2 * k) * (2 * k + 1))
+        sum += term
+    }
+    return sum
+}
+
+func cosApprox(_ x: Double) -> Double { sinApprox(x + .pi / 2) }
+
+func asinApprox(_ x: Double) -> Double {
+    // Newton iterations on sin(y) = x.
+    var y = x
+    for _ in 0..<30 {
+        let c = cosApprox(y)
+        if abs(c) < 1e-12 { break }
+        y -= (sinApprox(y) - x) / c
+    }
+    return y
+}

@@ -1,0 +1,659 @@
+import JSONCore
+
+/// One searchable index held in memory: its settings (kept exactly as given), synonyms and records,
+/// answering Algolia's read API with Algolia's response shapes (reference §2.5).
+///
+/// Promises: immutable once built, so it is safe to query from any number of threads at once; a search
+/// ranks only as many hits as the requested page needs (top-k), computes exact facet counts over all
+/// matching records, and builds highlights and snippets only for the returned hits. Errors in
+/// parameters or filters throw ``SearchError`` with status 400 and a message saying where.
+public final class SearchIndex: Sendable {
+    /// The index name.
+    public let name: String
+    /// The settings object exactly as given (key order kept).
+    public let settingsJSON: JSON
+    /// Synonym objects as given.
+    public let synonyms: [JSON]
+    /// A value that changes with every build; browse cursors are tied to it.
+    public let generation: String
+    let data: IndexData
+
+    /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
+    /// record's position).
+    public init(
+        name: String, settings: JSON, synonyms: [JSON] = [], records: [JSON], generation: String? = nil
+    ) {
+        self.name = name
+        settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
+        self.synonyms = synonyms
+        data = IndexData(settings: EngineSettings(settingsJSON), records: records)
+        self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    /// Number of records.
+    public var objectCount: Int { data.count }
+
+    /// All records in index order.
+    public var records: [JSON] { data.records }
+
+    // MARK: - Parameters
+
+    /// Merges a `params` string (if any) into the object form; explicit keys win over the string.
+    public static func mergedParameters(_ params: JSON) -> JSONObject {
+        guard case .object(var object) = params else { return JSONObject() }
+        if let text = object["params"]?.stringValue {
+            object["params"] = nil
+            var merged = JSON.parseAlgoliaParams(text)
+            for (key, value) in object { merged[key] = value }
+            return merged
+        }
+        return object
+    }
+
+    private func compileFilters(_ options: SearchOptions) throws(SearchError) -> CompiledFilter {
+        var cnf: FilterCNF = []
+        if let filters = options.params["filters"], !filters.isNull {
+            let text = filters.stringValue ?? filters.serialized()
+            cnf += try FilterParser.parse(text)
+        }
+        if let value = options.params["facetFilters"] {
+            cnf += try parseArrayFilters(value, kind: .facet, name: "facetFilters")
+        }
+        if let value = options.params["numericFilters"] {
+            cnf += try parseArrayFilters(value, kind: .numeric, name: "numericFilters")
+        }
+        if let value = options.params["tagFilters"] {
+            cnf += try parseArrayFilters(value, kind: .tag, name: "tagFilters")
+        }
+        return CompiledFilter(cnf, data: data)
+    }
+
+    private func geoQuery(_ options: SearchOptions) throws(SearchError) -> GeoQuery? {
+        var geo = GeoQuery(center: nil, radius: nil, boxes: [], precision: 1)
+        var any = false
+        if let box = options.params["insideBoundingBox"], !box.isNull {
+            let numbers: [Double]
+            switch box {
+            case .string(let text):
+                numbers = text.split(separator: ",").compactMap { Double($0.trimmingSpaces) }
+            case .array(let items):
+                numbers = items.flatMap { item -> [Double] in
+                    if case .array(let inner) = item { return inner.compactMap(numberOrString) }
+                    return [numberOrString(item)].compactMap { $0 }
+                }
+            default: numbers = []
+            }
+            guard !numbers.isEmpty, numbers.count % 4 == 0 else {
+                throw SearchError(status: 400, message: "insideBoundingBox: expected groups of 4 numbers")
+            }
+            for i in stride(from: 0, to: numbers.count, by: 4) {
+                geo.boxes.append((numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3]))
+            }
+            any = true
+        } else if let around = options.params["aroundLatLng"]?.stringValue, !around.isEmpty {
+            let parts = around.split(separator: ",").compactMap { Double($0.trimmingSpaces) }
+            guard parts.count == 2 else {
+                throw SearchError(
+                    status: 400, message: "aroundLatLng: expected \"lat,lng\", got \"\(around)\"")
+            }
+            geo.center = (parts[0], parts[1])
+            switch options.params["aroundRadius"] {
+            case .string("all")?, nil: break
+            case let radius?:
+                guard let meters = numberOrString(radius), meters >= 1 else {
+                    throw SearchError(status: 400, message: "aroundRadius: expected meters >= 1 or \"all\"")
+                }
+                geo.radius = meters
+            }
+            any = true
+        }
+        if let precision = options.params["aroundPrecision"].flatMap(numberOrString) {
+            geo.precision = precision
+        }
+        return any ? geo : nil
+    }
+
+    // MARK: - Search
+
+    /// Runs one search. `params` is the object form, optionally with a `params` string (merged here).
+    public func search(_ params: JSON) throws(SearchError) -> JSON {
+        let start = ContinuousClock.now
+        let merged = Self.mergedParameters(params)
+        let options = SearchOptions(params: merged, settings: data.settings.raw)
+        let filter = try compileFilters(options)
+        let geo = try geoQuery(options)
+        let words = try data.queryWords(options)
+        let result = data.match(options, words: words, filter: filter, geo: geo)
+        let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
+
+        let hitsPerPage = max(0, min(1000, try options.int("hitsPerPage", default: 20)))
+        let limit = max(0, min(20_000, try options.int("paginationLimitedTo", default: 1000)))
+        let page = max(0, try options.int("page", default: 0))
+        var offset = page * hitsPerPage
+        var length = hitsPerPage
+        let usesOffset = merged["offset"] != nil
+        if usesOffset {
+            offset = max(0, try options.int("offset", default: 0))
+            length = max(0, min(1000, try options.int("length", default: hitsPerPage)))
+        }
+        let distinct = data.distinctGroup != nil ? options.distinct : 0
+
+        var nbHits = result.candidates.count
+        var pageDocs: [Int32] = []
+        let end = min(offset + length, limit)
+        if distinct > 0, let groups = data.distinctGroup {
+            var seen: [Int32: Int] = [:]
+            var kept: [Int32] = []
+            for doc in ranker.sorted(result.candidates) {
+                let group = groups[Int(doc)]
+                if group >= 0 {
+                    let count = seen[group, default: 0]
+                    if count >= distinct { continue }
+                    seen[group] = count + 1
+                }
+                kept.append(doc)
+            }
+            nbHits = kept.count
+            if offset < end { pageDocs = Array(kept[min(offset, kept.count)..<min(end, kept.count)]) }
+        } else if offset < end {
+            let top = ranker.top(end, of: result.candidates)
+            if offset < top.count { pageDocs = Array(top[offset...]) }
+        }
+
+        var response = JSONObject()
+        response["hits"] = .array(
+            try pageDocs.map { doc throws(SearchError) in try hit(doc.asInt, options, ranker) })
+        response["nbHits"] = .int(Int64(nbHits))
+        response["page"] = .int(Int64(usesOffset ? (hitsPerPage > 0 ? offset / hitsPerPage : 0) : page))
+        let reachable = min(nbHits, limit)
+        response["nbPages"] = .int(Int64(hitsPerPage > 0 ? (reachable + hitsPerPage - 1) / hitsPerPage : 0))
+        response["hitsPerPage"] = .int(Int64(hitsPerPage))
+        if usesOffset {
+            response["offset"] = .int(Int64(offset))
+            response["length"] = .int(Int64(length))
+        }
+        response["exhaustiveNbHits"] = true
+        response["exhaustiveTypo"] = true
+        let facetNames = requestedFacets(options)
+        if !facetNames.isEmpty {
+            response["exhaustiveFacetsCount"] = true
+        }
+        response["exhaustive"] = ["nbHits": true, "typo": true, "facetsCount": true]
+        if !facetNames.isEmpty {
+            let (facets, stats) = try facetCounts(facetNames, result.candidates, options)
+            response["facets"] = .object(facets)
+            if !stats.isEmpty { response["facets_stats"] = .object(stats) }
+        }
+        if let geo, let center = geo.center {
+            response["aroundLatLng"] = .string("\(center.lat),\(center.lng)")
+        }
+        response["query"] = .string(options.query)
+        var echo = merged
+        echo["cursor"] = nil
+        response["params"] = .string(JSON.formEncode(echo))
+        response["index"] = .string(name)
+        let elapsed = ContinuousClock.now - start
+        response["processingTimeMS"] = .int(
+            max(1, elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+        )
+        return .object(filterResponseFields(response, options))
+    }
+
+    private func filterResponseFields(_ response: JSONObject, _ options: SearchOptions) -> JSONObject {
+        guard let fields = options.params["responseFields"].map(stringList), !fields.contains("*") else {
+            return response
+        }
+        let keep = Set(fields).union(["message", "warning", "cursor", "abTestVariantID"])
+        var out = JSONObject()
+        for (key, value) in response where keep.contains(key) { out[key] = value }
+        return out
+    }
+
+    // MARK: - Hits
+
+    private func retrieved(_ record: JSON, attributes: [String]?) -> JSON {
+        guard case .object(let object) = record else { return record }
+        let unretrievable = data.settings.unretrievable
+        let list = attributes ?? ["*"]
+        var out = JSONObject()
+        if list.contains("*") {
+            let excluded = Set(list.filter { $0.hasPrefix("-") }.map { String($0.dropFirst()) })
+            for (key, value) in object where !unretrievable.contains(key) && !excluded.contains(key) {
+                out[key] = value
+            }
+        } else {
+            for attribute in list where !unretrievable.contains(attribute) {
+                if let direct = object[attribute] {
+                    out[attribute] = direct
+                } else if attribute.contains("."), let nested = value(at: attribute, in: record) {
+                    let parts = attribute.split(separator: ".").map(String.init)
+                    out[parts[0]] = setNested(out[parts[0]], parts.dropFirst(), nested)
+                }
+            }
+        }
+        if let objectID = object["objectID"] {
+            if out["objectID"] == nil { out["objectID"] = objectID }
+        }
+        return .object(out)
+    }
+
+    private func setNested(_ existing: JSON?, _ path: ArraySlice<String>, _ leaf: JSON) -> JSON {
+        guard let first = path.first else { return leaf }
+        var object = existing?.objectValue ?? JSONObject()
+        object[first] = setNested(object[first], path.dropFirst(), leaf)
+        return .object(object)
+    }
+
+    private func highlightAttributes(_ options: SearchOptions, record: JSONObject) -> [String] {
+        if let list = options.list("attributesToHighlight") {
+            if list.contains("*") { return record.keys.filter { $0 != "objectID" } }
+            return list
+        }
+        if data.settings.searchable.isEmpty { return record.keys.filter { $0 != "objectID" } }
+        var seen = Set<String>()
+        return data.settings.searchable.map(\.path).filter { seen.insert($0).inserted }
+    }
+
+    private func hit(_ doc: Int, _ options: SearchOptions, _ ranker: Ranker) throws(SearchError) -> JSON {
+        let record = data.records[doc]
+        let attributes = options.list("attributesToRetrieve")
+        guard case .object(var hit) = retrieved(record, attributes: attributes),
+            case .object(let full) = record
+        else { return record }
+        let highlighter = Highlighter(
+            normalizer: data.normalizer, words: ranker.match.words,
+            preTag: options.string("highlightPreTag") ?? "<em>",
+            postTag: options.string("highlightPostTag") ?? "</em>",
+            ellipsis: options.string("snippetEllipsisText") ?? "…")
+        let unretrievable = data.settings.unretrievable
+        var highlights = JSONObject()
+        for attribute in highlightAttributes(options, record: full) where !unretrievable.contains(attribute) {
+            guard let value = value(at: attribute, in: record),
+                let mirrored = highlighter.mirror(value, snippetWords: nil)
+            else { continue }
+            let parts = attribute.split(separator: ".").map(String.init)
+            if full[attribute] != nil || parts.count == 1 {
+                highlights[attribute] = mirrored
+            } else {
+                highlights[parts[0]] = setNested(highlights[parts[0]], parts.dropFirst(), mirrored)
+            }
+        }
+        if !highlights.isEmpty { hit["_highlightResult"] = .object(highlights) }
+        var snippets = JSONObject()
+        for entry in options.list("attributesToSnippet") ?? [] {
+            var attribute = entry
+            var size = 10
+            if let colon = entry.lastIndex(of: ":"), let n = Int(entry[entry.index(after: colon)...]) {
+                attribute = String(entry[..<colon])
+                size = n
+            }
+            let targets = attribute == "*" ? full.keys.filter { $0 != "objectID" } : [attribute]
+            for target in targets where !unretrievable.contains(target) {
+                guard let value = value(at: target, in: record),
+                    let mirrored = highlighter.mirror(value, snippetWords: size)
+                else { continue }
+                snippets[target] = mirrored
+            }
+        }
+        if !snippets.isEmpty { hit["_snippetResult"] = .object(snippets) }
+        if options.bool("getRankingInfo", default: false) {
+            let v = ranker.values(doc)
+            var info: JSONObject = [
+                "nbTypos": .int(Int64(v.typos)), "firstMatchedWord": .int(Int64(v.firstMatchedWord)),
+                "proximityDistance": .int(Int64(v.proximity)),
+                "userScore": .int(Int64(data.count - Int(data.customRank[doc]))),
+                "geoDistance": .int(Int64(v.geoDistance)), "geoPrecision": .int(Int64(ranker.geoPrecision)),
+                "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)), "filters": 0,
+            ]
+            if let geo = ranker.geo, let center = geo.center, let points = data.geo?[doc], !points.isEmpty {
+                let best = points.min { haversine(center, $0) < haversine(center, $1) }!
+                info["matchedGeoLocation"] = [
+                    "lat": .double(best.lat), "lng": .double(best.lng),
+                    "distance": .int(Int64(v.geoDistance)),
+                ]
+            }
+            info["promoted"] = false
+            hit["_rankingInfo"] = .object(info)
+        }
+        return .object(hit)
+    }
+
+    // MARK: - Facets
+
+    private func requestedFacets(_ options: SearchOptions) -> [String] {
+        guard let list = options.params["facets"].map(stringList) ?? options.list("facets"), !list.isEmpty
+        else {
+            return []
+        }
+        let declared = data.settings.facets.filter { !$0.filterOnly }.map(\.path)
+        if list.contains("*") { return declared }
+        return list.filter { declared.contains($0) }
+    }
+
+    private func facetCounts(
+        _ names: [String], _ candidates: [Int32], _ options: SearchOptions
+    ) throws(SearchError) -> (JSONObject, JSONObject) {
+        let maxValues = max(1, min(1000, try options.int("maxValuesPerFacet", default: 100)))
+        let alpha = options.string("sortFacetValuesBy") == "alpha"
+        var facets = JSONObject()
+        var stats = JSONObject()
+        let all = candidates.count == data.count
+        for name in names {
+            guard let column = data.facetColumns[name] else { continue }
+            var counts: [Int32]
+            if all {
+                counts = column.totals
+            } else {
+                counts = [Int32](repeating: 0, count: column.originals.count)
+                counts.withUnsafeMutableBufferPointer { out in
+                    column.offsets.withUnsafeBufferPointer { offsets in
+                        column.values.withUnsafeBufferPointer { values in
+                            for doc in candidates {
+                                var i = Int(offsets[Int(doc)])
+                                let e = Int(offsets[Int(doc) + 1])
+                                while i < e {
+                                    out[Int(values[i])] += 1
+                                    i += 1
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            var present: [Int] = []
+            for (id, count) in counts.enumerated() where count > 0 { present.append(id) }
+            if alpha {
+                present.sort { column.originals[$0] < column.originals[$1] }
+            } else {
+                present.sort {
+                    counts[$0] != counts[$1]
+                        ? counts[$0] > counts[$1] : column.originals[$0] < column.originals[$1]
+                }
+            }
+            var object = JSONObject()
+            for id in present.prefix(maxValues) { object[column.originals[id]] = .int(Int64(counts[id])) }
+            facets[name] = .object(object)
+            if let numeric = data.numericColumns[name] {
+                var minValue = Double.infinity
+                var maxValue = -Double.infinity
+                var sum = 0.0
+                var n = 0
+                for doc in candidates {
+                    _ = numeric.forEach(doc: Int(doc)) { v in
+                        minValue = min(minValue, v)
+                        maxValue = max(maxValue, v)
+                        sum += v
+                        n += 1
+                        return false
+                    }
+                }
+                if n > 0 {
+                    stats[name] = [
+                        "min": numberJSON(minValue), "max": numberJSON(maxValue),
+                        "avg": numberJSON(sum / Double(n)),
+                        "sum": numberJSON(sum),
+                    ]
+                }
+            }
+        }
+        return (facets, stats)
+    }
+
+    // MARK: - Browse
+
+    /// Browses all records matching the query and filters, in index order, `hitsPerPage` (max 1000) at a
+    /// time. The response has a `cursor` while more records remain; pass it back (the other parameters
+    /// are then taken from the cursor).
+    public func browse(_ params: JSON, cursor: String? = nil) throws(SearchError) -> JSON {
+        let start = ContinuousClock.now
+        var merged = Self.mergedParameters(params)
+        var position = 0
+        let cursorText = cursor ?? merged["cursor"]?.stringValue
+        if let cursorText, !cursorText.isEmpty {
+            guard let decoded = Base64.decode(cursorText), let state = try? JSON.parse(decoded),
+                let saved = state["p"]?.objectValue, let at = state["o"]?.intValue,
+                state["g"]?.stringValue == generation
+            else {
+                throw SearchError(
+                    status: 400, message: "Invalid cursor: it does not belong to this index version")
+            }
+            let hitsOverride = merged["hitsPerPage"]
+            merged = saved
+            if let hitsOverride { merged["hitsPerPage"] = hitsOverride }
+            position = at
+        }
+        merged["cursor"] = nil
+        var options = SearchOptions(params: merged, settings: data.settings.raw)
+        let filter = try compileFilters(options)
+        let geo = try geoQuery(options)
+        let words = try data.queryWords(options)
+        let result = data.match(options, words: words, filter: filter, geo: geo)
+        let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
+        let slice = result.candidates[
+            min(
+                position, result.candidates.count)..<min(
+                    position + hitsPerPage, result.candidates.count)]
+        // Browse never highlights or snippets.
+        var forced = merged
+        forced["attributesToHighlight"] = .array([])
+        forced["attributesToSnippet"] = .array([])
+        forced["getRankingInfo"] = false
+        options = SearchOptions(params: forced, settings: data.settings.raw)
+        let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
+        var response = JSONObject()
+        response["hits"] = .array(
+            try slice.map { doc throws(SearchError) in try hit(doc.asInt, options, ranker) })
+        response["nbHits"] = .int(Int64(result.candidates.count))
+        response["page"] = .int(Int64(position / hitsPerPage))
+        response["nbPages"] = .int(Int64((result.candidates.count + hitsPerPage - 1) / hitsPerPage))
+        response["hitsPerPage"] = .int(Int64(hitsPerPage))
+        response["exhaustiveNbHits"] = true
+        response["exhaustive"] = ["nbHits": true]
+        response["query"] = .string(options.query)
+        response["params"] = .string(JSON.formEncode(merged))
+        let next = position + slice.count
+        if next < result.candidates.count {
+            let state: JSON = ["p": .object(merged), "o": .int(Int64(next)), "g": .string(generation)]
+            response["cursor"] = .string(Base64.encode(state.serializedBytes()))
+        }
+        let elapsed = ContinuousClock.now - start
+        response["processingTimeMS"] = .int(
+            max(1, elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+        )
+        return .object(response)
+    }
+
+    // MARK: - Objects and settings
+
+    /// One record by objectID, restricted to `attributesToRetrieve` (objectID always kept,
+    /// unretrievable attributes never returned).
+    public func getObject(_ objectID: String, attributesToRetrieve: [String]? = nil) -> JSON? {
+        guard let doc = data.docByID[objectID] else { return nil }
+        return retrieved(data.records[Int(doc)], attributes: attributesToRetrieve)
+    }
+
+    /// Several records; `nil` for each unknown objectID.
+    public func getObjects(_ requests: [(objectID: String, attributesToRetrieve: [String]?)]) -> [JSON?] {
+        requests.map { getObject($0.objectID, attributesToRetrieve: $0.attributesToRetrieve) }
+    }
+
+    /// The settings as given. `getVersion` 1 (Algolia's default) adds the legacy `synonyms` list (groups of
+    /// multi-way synonyms) when the settings don't carry one; 2 removes it.
+    public func settings(getVersion: Int? = nil) -> JSON {
+        guard case .object(var object) = settingsJSON else { return settingsJSON }
+        if getVersion == 2 {
+            object["synonyms"] = nil
+        } else if object["synonyms"] == nil {
+            let groups: [JSON] = synonyms.compactMap { synonym in
+                guard synonym["type"]?.stringValue == "synonym", let words = synonym["synonyms"] else {
+                    return nil
+                }
+                return words
+            }
+            if !groups.isEmpty { object["synonyms"] = .array(groups) }
+        }
+        return .object(object)
+    }
+
+    /// `searchForFacetValues` on a `searchable()` facet: values among the records matching `params`
+    /// (query and filters) whose words start with the `facetQuery` words, highlighted, by count.
+    public func searchForFacetValues(facet: String, params: JSON) throws(SearchError) -> JSON {
+        let start = ContinuousClock.now
+        guard data.settings.facets.contains(where: { $0.path == facet && $0.searchable }),
+            let column = data.facetColumns[facet]
+        else {
+            throw SearchError(
+                status: 400,
+                message:
+                    "Cannot search in `\(facet)` attribute, you need to add `searchable(\(facet))` to attributesForFaceting."
+            )
+        }
+        var merged = Self.mergedParameters(params)
+        let facetQuery = merged["facetQuery"]?.stringValue ?? ""
+        let maxHits = max(1, min(100, intParam(merged["maxFacetHits"]) ?? 10))
+        merged["facetQuery"] = nil
+        let options = SearchOptions(params: merged, settings: data.settings.raw)
+        let filter = try compileFilters(options)
+        let result = data.match(
+            options, words: try data.queryWords(options), filter: filter, geo: try geoQuery(options))
+        var counts = [Int32](repeating: 0, count: column.originals.count)
+        for doc in result.candidates {
+            for i in Int(column.offsets[Int(doc)])..<Int(column.offsets[Int(doc) + 1]) {
+                counts[Int(column.values[i])] += 1
+            }
+        }
+        let queryTokens = data.normalizer.tokens(facetQuery)
+        let words = queryTokens.map {
+            QueryWord(
+                text: String(decoding: $0.normalized, as: UTF8.self), bytes: $0.normalized, prefix: true,
+                maxTypos: 0)
+        }
+        let highlighter = Highlighter(
+            normalizer: data.normalizer, words: words, preTag: options.string("highlightPreTag") ?? "<em>",
+            postTag: options.string("highlightPostTag") ?? "</em>", ellipsis: "")
+        var hits: [(String, String, Int32)] = []
+        for (id, count) in counts.enumerated() where count > 0 {
+            let value = column.originals[id]
+            if words.isEmpty {
+                hits.append((value, value, count))
+                continue
+            }
+            let highlighted = highlighter.highlight(value)
+            if highlighted.matched.count == words.count { hits.append((value, highlighted.value, count)) }
+        }
+        hits.sort { $0.2 != $1.2 ? $0.2 > $1.2 : $0.0 < $1.0 }
+        let elapsed = ContinuousClock.now - start
+        return [
+            "facetHits": .array(
+                hits.prefix(maxHits).map {
+                    ["value": .string($0.0), "highlighted": .string($0.1), "count": .int(Int64($0.2))]
+                }),
+            "exhaustiveFacetsCount": true,
+            "processingTimeMS": .int(
+                max(
+                    1,
+                    elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+                )),
+        ]
+    }
+
+    /// Synonym search: `query` (substring, case-insensitive, over the synonym's words), `type` (one type
+    /// or comma-separated types), `page`, `hitsPerPage` (default 100).
+    public func searchSynonyms(params: JSON) -> JSON {
+        let merged = Self.mergedParameters(params)
+        let query = Normalizer.facetKey(merged["query"]?.stringValue ?? "")
+        let types = Set(
+            (merged["type"].map(stringList) ?? []).map { type in
+                switch type.lowercased() {
+                case "onewaysynonym": return "onewaysynonym"
+                case "altcorrection1": return "altcorrection1"
+                case "altcorrection2": return "altcorrection2"
+                default: return type.lowercased()
+                }
+            })
+        let page = max(0, intParam(merged["page"]) ?? 0)
+        let hitsPerPage = max(1, min(1000, intParam(merged["hitsPerPage"]) ?? 100))
+        let matching = synonyms.filter { synonym in
+            if !types.isEmpty, !types.contains((synonym["type"]?.stringValue ?? "").lowercased()) {
+                return false
+            }
+            if query.isEmpty { return true }
+            var texts: [String] = []
+            for key in ["objectID", "input", "word", "placeholder"] {
+                if let s = synonym[key]?.stringValue { texts.append(s) }
+            }
+            for key in ["synonyms", "corrections", "replacements"] {
+                texts += synonym[key].map(stringList) ?? []
+            }
+            return texts.contains { Normalizer.facetKey($0).contains(query) }
+        }
+        let slice = matching.dropFirst(page * hitsPerPage).prefix(hitsPerPage)
+        return ["hits": .array(Array(slice)), "nbHits": .int(Int64(matching.count))]
+    }
+}
+
+func numberJSON(_ value: Double) -> JSON {
+    if value == value.rounded(), abs(value) < 1e15 { return .int(Int64(value)) }
+    return .double(value)
+}
+
+/// URL-safe base64 without padding, for opaque cursors.
+enum Base64 {
+    private static let alphabet = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 2 < bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [
+                alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)],
+                alphabet[Int(n & 63)],
+            ]
+            i += 3
+        }
+        if bytes.count - i == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+        } else if bytes.count - i == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(byte - 65)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(byte - 97 + 26)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte - 48 + 52)
+            case UInt8(ascii: "-"), UInt8(ascii: "+"): values.append(62)
+            case UInt8(ascii: "_"), UInt8(ascii: "/"): values.append(63)
+            case UInt8(ascii: "="): continue
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        var i = 0
+        while i + 3 < values.count {
+            let n =
+                UInt32(values[i]) << 18 | UInt32(values[i + 1]) << 12 | UInt32(values[i + 2]) << 6
+                | UInt32(values[i + 3])
+            out += [UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)]
+            i += 4
+        }
+        let rest = values.count - i
+        if rest == 1 { return nil }
+        if rest >= 2 {
+            var n = UInt32(values[i]) << 18 | UInt32(values[i + 1]) << 12
+            if rest == 3 { n |= UInt32(values[i + 2]) << 6 }
+            out.append(UInt8(n >> 16 & 0xFF))
+            if rest == 3 { out.append(UInt8(n >> 8 & 0xFF)) }
+        }
+        return out
+    }
+}

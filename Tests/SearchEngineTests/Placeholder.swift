@@ -1,5 +1,0 @@
-import Testing
-
-@testable import SearchEngine
-
-@Test func placeholder() { #expect(Bool(true)) }
