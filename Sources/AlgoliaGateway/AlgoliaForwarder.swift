@@ -66,14 +66,14 @@ public final class AlgoliaForwarder: Sendable {
     public let settings: AlgoliaForwardingSettings
     /// Tracks whether any host answers.
     public let reachability: ReachabilityTracker
-    private let client: UpstreamClient
+    private let loop: CurlLoop
     private let logger: Logger
-    private let relay = Relay()
 
-    /// Creates a forwarder with its own reachability tracker (probing `GET /1/isalive` on the first host).
-    public init(settings: AlgoliaForwardingSettings, client: UpstreamClient, logger: Logger) {
+    /// Creates a forwarder with its own reachability tracker (probing `GET /1/isalive` on each host).
+    /// Transfers run on `loop`; the blocking `client` serves only the background probe.
+    public init(settings: AlgoliaForwardingSettings, loop: CurlLoop, client: UpstreamClient, logger: Logger) {
         self.settings = settings
-        self.client = client
+        self.loop = loop
         self.logger = logger
         let probeHosts = settings.hosts
         let connectTimeout = settings.connectTimeout
@@ -97,47 +97,91 @@ public final class AlgoliaForwarder: Sendable {
             || path.hasSuffix("/rules/search")
     }
 
-    /// Forwards `request`; answers through `responder` in every case.
+    /// Forwards `request` without blocking; answers through `responder` in every case.
     public func forward(
         _ request: HTTPRequest, _ responder: any Responder, extraHeaders: [(String, String)] = []
     ) {
         let read = Self.isRead(method: request.method, path: request.path)
         let hosts = settings.hosts.filter { read ? $0.accept != .write : $0.accept != .read }
         let budget = read ? settings.readTimeout : settings.writeTimeout
-        let deadline = ContinuousClock.now + budget
         var headers = HopByHop.requestHeaders(request.headers, dropping: ["x-mirrorgate-strategy"])
         headers.append(contentsOf: extraHeaders.map { (name: $0.0, value: $0.1) })
+        let attempt = Attempt(
+            forwarder: self, request: request, responder: responder, hosts: hosts, headers: headers,
+            budget: budget, deadline: ContinuousClock.now + budget)
+        attempt.next()
+    }
+
+    /// One request's walk over the hosts, advanced from the loop thread as each try ends.
+    final class Attempt: @unchecked Sendable {
+        let forwarder: AlgoliaForwarder
+        let request: HTTPRequest
+        let responder: any Responder
+        let hosts: [AlgoliaHost]
+        let headers: [(name: String, value: String)]
+        let budget: Duration
+        let deadline: ContinuousClock.Instant
+        var index = 0
         var lastProblem = "no Algolia host configured"
         var sawAnswer = false
-        for host in hosts {
+
+        init(
+            forwarder: AlgoliaForwarder, request: HTTPRequest, responder: any Responder, hosts: [AlgoliaHost],
+            headers: [(name: String, value: String)], budget: Duration, deadline: ContinuousClock.Instant
+        ) {
+            self.forwarder = forwarder
+            self.request = request
+            self.responder = responder
+            self.hosts = hosts
+            self.headers = headers
+            self.budget = budget
+            self.deadline = deadline
+        }
+
+        func next() {
+            let settings = forwarder.settings
+            guard index < hosts.count else { return giveUp() }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .milliseconds(1) {
                 lastProblem = "budget of \(budget) exhausted"
-                break
+                return giveUp()
             }
+            let host = hosts[index]
+            index += 1
             let upstream = UpstreamRequest(
                 method: request.method, url: host.url + request.target, headers: headers, body: request.body,
                 connectTimeout: min(settings.connectTimeout, remaining), timeout: remaining)
-            switch relay.run(upstream, client: client, responder: responder, holdServerErrors: true) {
-            case .relayed:
-                reachability.reportSuccess()
-                return
-            case .brokenAfterStart(let error):
-                logger.warning(
-                    "algolia host broke mid-response", metadata: ["host": "\(host.url)", "error": "\(error)"])
-                return
-            case .serverError(let status, _, _):
-                sawAnswer = true
-                lastProblem = "host \(host.url) answered \(status)"
-            case .failed(let error):
-                if error.kind == .cancelled { return }
-                lastProblem = "host \(host.url): \(error)"
+            var options = RelayTransfer.Options()
+            options.holdServerErrors = true
+            options.streamTimeout = remaining + .seconds(1)
+            let sink = RelayTransfer(responder: responder, options: options) { outcome in
+                switch outcome {
+                case .relayed:
+                    self.forwarder.reachability.reportSuccess()
+                case .brokenAfterStart(let error):
+                    self.forwarder.logger.warning(
+                        "algolia host broke mid-response",
+                        metadata: ["host": "\(host.url)", "error": "\(error)"])
+                case .serverError(let status, _, _):
+                    self.sawAnswer = true
+                    self.lastProblem = "host \(host.url) answered \(status)"
+                    self.next()
+                case .failed(let error):
+                    if error.kind == .cancelled { return }
+                    self.lastProblem = "host \(host.url): \(error)"
+                    self.next()
+                }
             }
+            forwarder.loop.submit(upstream, sink)
         }
-        if !sawAnswer && !hosts.isEmpty {
-            reachability.reportFailure(lastProblem)
+
+        func giveUp() {
+            if !sawAnswer && !hosts.isEmpty {
+                forwarder.reachability.reportFailure(lastProblem)
+            }
+            responder.respond(
+                AlgoliaError.response(
+                    forwarder.settings.unavailableStatus, "upstream unavailable: \(lastProblem)"))
         }
-        responder.respond(
-            AlgoliaError.response(settings.unavailableStatus, "upstream unavailable: \(lastProblem)"))
     }
 }

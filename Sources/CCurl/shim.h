@@ -20,4 +20,12 @@ static inline CURLcode mg_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { retu
 static inline CURLcode mg_curl_getinfo_double(CURL *h, CURLINFO i, double *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode mg_curl_getinfo_off_t(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode mg_curl_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode mg_curl_getinfo_pointer(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, (char **)v); }
+/// The easy handle and result of a finished transfer, or 0 when `msg` is not a DONE message.
+static inline int mg_curl_msg_done(CURLMsg *msg, CURL **easy, CURLcode *result) {
+    if (msg->msg != CURLMSG_DONE) return 0;
+    *easy = msg->easy_handle;
+    *result = msg->data.result;
+    return 1;
+}
 #endif

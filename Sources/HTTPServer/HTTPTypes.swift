@@ -224,10 +224,20 @@ public protocol Responder: Sendable {
     @discardableResult func respond(_ response: HTTPResponse) -> Bool
 }
 
-/// The application: receives every complete request on a worker thread, where blocking is allowed.
+/// The application. Each complete request is first offered to `handleInline` on the polling thread;
+/// what that declines runs in `handle` on a worker thread, where blocking is allowed.
 public protocol HTTPHandler: Sendable {
-    /// Handles `request` and eventually calls `responder.respond` exactly once.
+    /// Handles `request` on a worker thread and eventually calls `responder.respond` exactly once.
     func handle(_ request: HTTPRequest, _ responder: any Responder)
+
+    /// Handles `request` on the polling thread if that needs no blocking (answering at once, or handing
+    /// the work to another event loop) and returns true; returns false to have `handle` run on a worker.
+    func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool
+}
+
+extension HTTPHandler {
+    /// By default every request goes to a worker.
+    public func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool { false }
 }
 
 /// Builds the server's own error responses (413, timeouts, shutdown) in the format of the API the

@@ -32,9 +32,25 @@ public final class ResponseStream: @unchecked Sendable {
     /// should then stop (and cancel its upstream work).
     @discardableResult
     public func write(_ bytes: [UInt8]) -> Bool {
+        write(bytes, blocking: true)
+    }
+
+    /// Appends one chunk without ever blocking (for producers on a shared event thread): when more than
+    /// `highWater` bytes already wait for a slow client, the stream is closed instead and false returned.
+    @discardableResult
+    public func writeNonBlocking(_ bytes: [UInt8]) -> Bool {
+        write(bytes, blocking: false)
+    }
+
+    private func write(_ bytes: [UInt8], blocking: Bool) -> Bool {
         guard !bytes.isEmpty else { return !isClosed }
         lock.lock()
         defer { lock.unlock() }
+        if !blocking && buffered > highWater {
+            closed = true
+            wakeLocked()
+            return false
+        }
         while buffered > highWater && !closed && !finished {
             if !lock.wait(untilNanos: deadline) && monotonicNanos() >= deadline {
                 closed = true

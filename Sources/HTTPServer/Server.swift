@@ -383,7 +383,9 @@ enum MHDCallbacks {
         ctx.dispatch()
         MHD_suspend_connection(connection)
         let handler = core.handler
-        core.pool.submit { handler.handle(request, ctx) }
+        if !handler.handleInline(request, ctx) {
+            core.pool.submit { handler.handle(request, ctx) }
+        }
         return .YES
     }
 

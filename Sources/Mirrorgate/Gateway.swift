@@ -23,6 +23,7 @@ public final class Gateway: Sendable {
     public let configuration: MirrorgateConfiguration
     let server: Server
     let router: Router
+    let loop: CurlLoop
     let logger: Logger
 
     /// Starts serving. Creates `dataDir` (mode 0700) if needed.
@@ -33,6 +34,7 @@ public final class Gateway: Sendable {
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
+        let loop = CurlLoop()
         var algolia: AlgoliaForwarder?
         let hosts = configuration.algolia.effectiveHosts
         if !hosts.isEmpty {
@@ -46,7 +48,7 @@ public final class Gateway: Sendable {
                 writeTimeout: configuration.algolia.writeTimeout,
                 unavailableStatus: configuration.algolia.unavailableStatus)
             algolia = AlgoliaForwarder(
-                settings: settings, client: client, logger: Logger(label: "mirrorgate.algolia"))
+                settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
         }
         var services: [ODataForwarder] = []
         for name in configuration.odata.services.keys.sorted() {
@@ -63,19 +65,21 @@ public final class Gateway: Sendable {
                 customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                 urlSuffix: s.urlSuffix, timeout: s.timeout)
             services.append(
-                ODataForwarder(settings: settings, client: client, logger: Logger(label: "mirrorgate.odata")))
+                ODataForwarder(
+                    settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
+            )
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let router = Router(
             configuration: configuration, algolia: algolia, odata: services, metrics: metrics, logger: logger)
         self.router = router
+        self.loop = loop
         let serverConfig = ServerConfiguration(
             host: configuration.server.listen.host, port: configuration.server.listen.port,
             maxBodySize: configuration.server.maxBodySize,
             maxConnections: configuration.server.maxConnections,
             requestTimeout: configuration.server.requestTimeout,
-            workerThreads: Int(ProcessInfo.processInfo.environment["MG_WORKERS"] ?? "") ?? 64,
-            pollingThreads: Int(ProcessInfo.processInfo.environment["MG_POLLERS"] ?? "") ?? 1)
+            workerThreads: 16, pollingThreads: 2)
         let accessLogger = Logger(label: "mirrorgate.access")
         server = try Server(
             configuration: serverConfig, handler: router,
@@ -103,6 +107,7 @@ public final class Gateway: Sendable {
     public func shutdown() {
         server.shutdown(grace: configuration.server.shutdownGrace)
         router.stop()
+        loop.stop()
     }
 
     static func prepareDataDir(_ path: String) throws {

@@ -86,6 +86,12 @@ final class Router: HTTPHandler {
         }
     }
 
+    /// Every route so far is non-blocking (forwarding runs on the curl loop), so all run inline.
+    func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool {
+        handle(request, responder)
+        return true
+    }
+
     func handle(_ request: HTTPRequest, _ responder: any Responder) {
         let origin = request.headers["Origin"]
         let allowed = origin.map { allowedOrigins.contains($0) || allowedOrigins.contains("*") } ?? false

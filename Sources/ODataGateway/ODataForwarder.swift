@@ -121,14 +121,14 @@ public final class ODataForwarder: Sendable {
     public let settings: ODataServiceSettings
     /// Tracks whether the upstream answers.
     public let reachability: ReachabilityTracker
-    private let client: UpstreamClient
+    private let loop: CurlLoop
     private let logger: Logger
-    private let relay = Relay()
 
-    /// Creates a forwarder with its own reachability tracker (probing the service root).
-    public init(settings: ODataServiceSettings, client: UpstreamClient, logger: Logger) {
+    /// Creates a forwarder with its own reachability tracker (probing the service root with the blocking
+    /// `client`); transfers run on `loop`.
+    public init(settings: ODataServiceSettings, loop: CurlLoop, client: UpstreamClient, logger: Logger) {
         self.settings = settings
-        self.client = client
+        self.loop = loop
         self.logger = logger
         let root = settings.upstream
         let connectTimeout = settings.connectTimeout
@@ -161,7 +161,7 @@ public final class ODataForwarder: Sendable {
         return ODataURLMap(gatewayRoot: "http://\(host)\(settings.mount)", upstreamRoot: settings.upstream)
     }
 
-    /// Forwards `request`; answers through `responder` in every case.
+    /// Forwards `request` without blocking; answers through `responder` in every case.
     public func forward(_ request: HTTPRequest, _ responder: any Responder) {
         let map = urlMap(for: request)
         var headers = HopByHop.requestHeaders(request.headers, dropping: ["accept-encoding"])
@@ -176,30 +176,33 @@ public final class ODataForwarder: Sendable {
         let upstream = UpstreamRequest(
             method: request.method, url: upstreamURL(for: request.target), headers: headers, body: body,
             connectTimeout: settings.connectTimeout, timeout: settings.timeout)
-        let outcome = relay.run(
-            upstream, client: client, responder: responder, holdServerErrors: false,
-            adjustHeaders: { h in
-                for name in ["Location", "Content-Location", "OData-EntityId"] {
-                    if let v = h[name] { h.set(name, map.headerToGateway(v)) }
-                }
-            },
-            transform: { map.toGateway.apply($0) },
-            makeStreamTransform: { map.toGateway })
-        switch outcome {
-        case .relayed, .serverError:
-            reachability.reportSuccess()
-        case .brokenAfterStart(let error):
-            logger.warning(
-                "odata upstream broke mid-response",
-                metadata: ["service": "\(settings.name)", "error": "\(error)"])
-        case .failed(let error):
-            if error.kind == .cancelled { return }
-            reachability.reportFailure(error.description)
-            let status = error.kind == .timeout ? 504 : 502
-            responder.respond(
-                ODataError.response(
-                    status, code: status == 504 ? "UpstreamTimeout" : "UpstreamUnavailable",
-                    "upstream unavailable: \(error)", version: settings.version ?? .v4))
+        var options = RelayTransfer.Options()
+        options.streamTimeout = settings.timeout + .seconds(1)
+        options.adjustHeaders = { h in
+            for name in ["Location", "Content-Location", "OData-EntityId"] {
+                if let v = h[name] { h.set(name, map.headerToGateway(v)) }
+            }
         }
+        options.transform = { map.toGateway.apply($0) }
+        options.makeStreamTransform = { map.toGateway }
+        let sink = RelayTransfer(responder: responder, options: options) { [self] outcome in
+            switch outcome {
+            case .relayed, .serverError:
+                reachability.reportSuccess()
+            case .brokenAfterStart(let error):
+                logger.warning(
+                    "odata upstream broke mid-response",
+                    metadata: ["service": "\(settings.name)", "error": "\(error)"])
+            case .failed(let error):
+                if error.kind == .cancelled { return }
+                reachability.reportFailure(error.description)
+                let status = error.kind == .timeout ? 504 : 502
+                responder.respond(
+                    ODataError.response(
+                        status, code: status == 504 ? "UpstreamTimeout" : "UpstreamUnavailable",
+                        "upstream unavailable: \(error)", version: settings.version ?? .v4))
+            }
+        }
+        loop.submit(upstream, sink)
     }
 }

@@ -56,80 +56,102 @@ public enum RelayOutcome: Sendable {
     case brokenAfterStart(UpstreamError)
 }
 
-/// Streams one upstream transfer to a client. Small bodies (under `bufferLimit`) are collected and
-/// sent with `Content-Length` (and through `transform`, for URL rewriting); larger ones start a chunked
-/// response as soon as the limit is passed and are forwarded piece by piece (through `streamTransform`).
-public struct Relay: Sendable {
-    /// Bodies up to this size are sent whole.
-    public var bufferLimit: Int
-    /// Create with a buffering limit.
-    public init(bufferLimit: Int = 1 << 20) { self.bufferLimit = bufferLimit }
+/// Relays one upstream transfer to a client, on the curl loop's thread (never blocking it). Small bodies
+/// (under `bufferLimit`) are collected and sent with `Content-Length` (through `transform`, for URL
+/// rewriting); larger ones start a chunked response as soon as the limit is passed and are forwarded
+/// piece by piece (through the stream transform). With `holdServerErrors`, a 5xx is not sent: the
+/// outcome says so and the caller may try another host.
+public final class RelayTransfer: TransferSink {
+    /// Options of a relay.
+    public struct Options {
+        /// Keep 5xx answers from the client (the caller decides).
+        public var holdServerErrors = false
+        /// Bodies up to this size are sent whole.
+        public var bufferLimit = 1 << 20
+        /// Longest a streamed response may last.
+        public var streamTimeout: Duration = .seconds(30)
+        /// Final edit of the relayed headers.
+        public var adjustHeaders: (inout HTTPHeaders) -> Void = { _ in }
+        /// Whole-body transformation (small bodies).
+        public var transform: (([UInt8]) -> [UInt8])?
+        /// Piecewise transformation (streamed bodies).
+        public var makeStreamTransform: (() -> any StreamTransform)?
+        /// Creates default options.
+        public init() {}
+    }
 
-    /// Performs `request` and relays the response to `responder`, unless the upstream answered 5xx and
-    /// `holdServerErrors` is set (then `.serverError` is returned and nothing is sent).
-    public func run(
-        _ request: UpstreamRequest, client: UpstreamClient, responder: any Responder, holdServerErrors: Bool,
-        adjustHeaders: (inout HTTPHeaders) -> Void = { _ in },
-        transform: (([UInt8]) -> [UInt8])? = nil,
-        makeStreamTransform: (() -> any StreamTransform)? = nil
-    ) -> RelayOutcome {
-        var status = 0
-        var headers: [(name: String, value: String)] = []
-        var buffer: [UInt8] = []
-        var stream: ResponseStream?
-        var streamTransform: (any StreamTransform)?
-        var hold = false
-        do {
-            try client.stream(
-                request,
-                onHead: { s, h in
-                    status = s
-                    headers = h
-                    hold = holdServerErrors && s >= 500
-                    return true
-                },
-                onData: { bytes in
-                    if hold {
-                        if buffer.count < 64 << 10 { buffer.append(contentsOf: bytes) }
-                        return true
-                    }
-                    if let stream {
-                        let out = streamTransform?.feed(bytes) ?? bytes
-                        return out.isEmpty ? !stream.isClosed : stream.write(out)
-                    }
-                    buffer.append(contentsOf: bytes)
-                    if buffer.count > bufferLimit {
-                        let s = ResponseStream(timeout: request.timeout + .seconds(1))
-                        var h = HopByHop.responseHeaders(headers)
-                        adjustHeaders(&h)
-                        streamTransform = makeStreamTransform?()
-                        stream = s
-                        responder.respond(HTTPResponse(status: status, headers: h, body: .stream(s)))
-                        let out = streamTransform?.feed(buffer) ?? buffer
-                        buffer = []
-                        return s.write(out)
-                    }
-                    return true
-                })
-        } catch {
-            if let stream {
-                if let tail = streamTransform?.flush(), !tail.isEmpty { stream.write(tail) }
-                stream.fail()
-                return .brokenAfterStart(error)
-            }
-            return .failed(error)
+    private let responder: any Responder
+    private let options: Options
+    private let completion: (RelayOutcome) -> Void
+    private var status = 0
+    private var headers: [(name: String, value: String)] = []
+    private var buffer: [UInt8] = []
+    private var stream: ResponseStream?
+    private var streamTransform: (any StreamTransform)?
+    private var hold = false
+
+    /// Creates the sink; `completion` runs once, on the loop thread, after the response was sent
+    /// (or held).
+    public init(responder: any Responder, options: Options, completion: @escaping (RelayOutcome) -> Void) {
+        self.responder = responder
+        self.options = options
+        self.completion = completion
+    }
+
+    public func head(status: Int, headers: [(name: String, value: String)]) -> Bool {
+        self.status = status
+        self.headers = headers
+        hold = options.holdServerErrors && status >= 500
+        return true
+    }
+
+    public func body(_ bytes: [UInt8]) -> Bool {
+        if hold {
+            if buffer.count < 64 << 10 { buffer.append(contentsOf: bytes) }
+            return true
         }
-        if hold { return .serverError(status: status, headers: headers, body: buffer) }
         if let stream {
-            if let tail = streamTransform?.flush(), !tail.isEmpty { stream.write(tail) }
+            let out = streamTransform?.feed(bytes) ?? bytes
+            return out.isEmpty ? !stream.isClosed : stream.writeNonBlocking(out)
+        }
+        buffer.append(contentsOf: bytes)
+        guard buffer.count > options.bufferLimit else { return true }
+        let s = ResponseStream(timeout: options.streamTimeout, highWater: 16 << 20)
+        var h = HopByHop.responseHeaders(headers)
+        options.adjustHeaders(&h)
+        streamTransform = options.makeStreamTransform?()
+        stream = s
+        responder.respond(HTTPResponse(status: status, headers: h, body: .stream(s)))
+        let out = streamTransform?.feed(buffer) ?? buffer
+        buffer = []
+        return s.writeNonBlocking(out)
+    }
+
+    public func finished(_ error: UpstreamError?) {
+        if let error {
+            if let stream {
+                stream.fail()
+                completion(.brokenAfterStart(error))
+            } else {
+                completion(.failed(error))
+            }
+            return
+        }
+        if hold {
+            completion(.serverError(status: status, headers: headers, body: buffer))
+            return
+        }
+        if let stream {
+            if let tail = streamTransform?.flush(), !tail.isEmpty { stream.writeNonBlocking(tail) }
             stream.finish()
-            return .relayed(status: status)
+            completion(.relayed(status: status))
+            return
         }
         var h = HopByHop.responseHeaders(headers)
-        adjustHeaders(&h)
-        let body = transform?(buffer) ?? buffer
-        responder.respond(HTTPResponse(status: status, headers: h, body: .bytes(body)))
-        return .relayed(status: status)
+        options.adjustHeaders(&h)
+        let out = options.transform?(buffer) ?? buffer
+        responder.respond(HTTPResponse(status: status, headers: h, body: .bytes(out)))
+        completion(.relayed(status: status))
     }
 }
 

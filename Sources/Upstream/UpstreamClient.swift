@@ -142,7 +142,7 @@ public final class UpstreamClient: Sendable {
         let raw = UnsafeMutableRawPointer(handle)
         defer { release(handle) }
         let result: CURLcode = withExtendedLifetime(transfer) {
-            let list = configure(raw, request, transfer: transfer)
+            let list = Self.configure(raw, request, transfer: transfer)
             defer { curl_slist_free_all(list) }
             return request.body.withUnsafeBytes { bytes in
                 if !request.body.isEmpty {
@@ -192,7 +192,8 @@ public final class UpstreamClient: Sendable {
             kind: kind, curlCode: Int32(code.rawValue), message: message, connected: connected)
     }
 
-    private func configure(
+    /// Sets every option of a transfer except the body; returns the header list to free afterwards.
+    static func configure(
         _ h: UnsafeMutableRawPointer, _ request: UpstreamRequest, transfer: Transfer
     ) -> UnsafeMutablePointer<curl_slist>? {
         var list: UnsafeMutablePointer<curl_slist>?

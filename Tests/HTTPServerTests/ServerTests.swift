@@ -48,7 +48,9 @@ let client = UpstreamClient()
     @Test func streamsChunksWrittenOverTime() throws {
         let server = try startServer { _, res in
             let stream = ResponseStream(timeout: .seconds(5))
-            res.respond(HTTPResponse(status: 200, headers: ["Content-Type": "application/x-ndjson"], body: .stream(stream)))
+            res.respond(
+                HTTPResponse(
+                    status: 200, headers: ["Content-Type": "application/x-ndjson"], body: .stream(stream)))
             for i in 0..<3 {
                 usleep(50_000)
                 stream.write(Array("{\"n\":\(i)}\n".utf8))
@@ -67,11 +69,13 @@ let client = UpstreamClient()
         defer { server.shutdown(grace: .seconds(1)) }
         let r = try client.perform(
             UpstreamRequest(
-                method: "POST", url: "http://127.0.0.1:\(server.port)/x", body: [UInt8](repeating: 65, count: 5000)))
+                method: "POST", url: "http://127.0.0.1:\(server.port)/x",
+                body: [UInt8](repeating: 65, count: 5000)))
         #expect(r.status == 413)
         let ok = try client.perform(
             UpstreamRequest(
-                method: "POST", url: "http://127.0.0.1:\(server.port)/x", body: [UInt8](repeating: 65, count: 1000)))
+                method: "POST", url: "http://127.0.0.1:\(server.port)/x",
+                body: [UInt8](repeating: 65, count: 1000)))
         #expect(ok.status == 200)
     }
 
