@@ -37,7 +37,7 @@ record "swift test (unit tests)" $?
 
 # 3. Formatting.
 LINT_PATHS=(Sources Tests Package.swift)
-while IFS= read -r -d '' f; do LINT_PATHS+=("$f"); done < <(find bench -name '*.swift' -print0 2>/dev/null)
+while IFS= read -r -d '' f; do LINT_PATHS+=("$f"); done < <(find bench -name '*.swift' -not -path '*/.build*' -not -path '*/.swiftpm/*' -print0 2>/dev/null)
 log "swift format lint --strict --recursive ${LINT_PATHS[*]}"
 swift format lint --strict --recursive "${LINT_PATHS[@]}"
 record "swift format lint" $?

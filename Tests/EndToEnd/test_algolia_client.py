@@ -220,3 +220,67 @@ def test_hosts_tried_in_order_on_refusal(gateway_factory, fake_algolia):
     client = make_client(gw.port)
     res = client.search_single_index("i", {"query": ""}).to_dict()
     assert res["_upstream"] == fake_algolia.name
+
+
+def test_hop_by_hop_headers_are_not_forwarded(algolia_gateway, fake_algolia):
+    """RFC 9110 §7.6.1: Connection and the fields it names are the proxy's own; end-to-end ones pass."""
+    st, _, _ = request(
+        "POST",
+        algolia_gateway.url("/1/indexes/i/query"),
+        body=b"{}",
+        headers={
+            **{"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY},
+            "Connection": "keep-alive, X-Private-Hop",
+            "X-Private-Hop": "secret",
+            "Keep-Alive": "timeout=5",
+            "Proxy-Authorization": "Basic Zm9vOmJhcg==",
+            "X-End-To-End": "yes",
+        },
+    )
+    assert st == 200
+    rec = fake_algolia.requests("/1/indexes/i/query")[-1]
+    assert rec.header("X-Private-Hop") is None, "a field named by Connection must be dropped"
+    assert rec.header("Keep-Alive") is None
+    assert rec.header("Proxy-Authorization") is None
+    assert rec.header("X-End-To-End") == "yes"
+    assert rec.header("Host") == f"127.0.0.1:{fake_algolia.port}", "Host must name the upstream"
+
+
+def test_expect_100_continue(algolia_gateway, fake_algolia):
+    import socket
+    import time
+
+    body = b'{"query":"' + b"q" * 2000 + b'"}'
+    s = socket.create_connection(("127.0.0.1", algolia_gateway.port), timeout=5)
+    try:
+        s.sendall(
+            b"POST /1/indexes/i/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        s.settimeout(2)
+        try:
+            interim = s.recv(1024)
+        except socket.timeout:
+            interim = b""  # a server may also just wait for the body
+        if interim:
+            assert interim.startswith(b"HTTP/1.1 100"), interim[:100]
+        s.sendall(body)
+        s.settimeout(5)
+        data = b""
+        deadline = time.monotonic() + 5
+        for _ in range(100):
+            if time.monotonic() > deadline or (b"\r\n\r\n" in data and data.rstrip().endswith(b"}")):
+                break
+            try:
+                c = s.recv(65536)
+            except socket.timeout:
+                break
+            if not c:
+                break
+            data += c
+    finally:
+        s.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    rec = fake_algolia.requests("/1/indexes/i/query")[-1]
+    assert rec.body == body
+    assert rec.header("Expect") is None

@@ -373,8 +373,10 @@ def write_results(rounds, med_ratio, p99_delta, single, verdict_rps, verdict_p99
     lines = [
         "## forward",
         "",
-        f"`bash bench/forward/run.sh` — commit `{commit}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.cpu_count()} cores ({cpu}).",
+        f"`bash bench/forward/run.sh` — commit `{commit}` (`+dirty`: uncommitted changes under Sources/), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({cpu}); binary "
+        f"`{MG_BIN.relative_to(REPO) if MG_BIN.is_relative_to(REPO) else MG_BIN}` built "
+        f"{time.strftime('%H:%M UTC', time.gmtime(MG_BIN.stat().st_mtime))}.",
         "",
         f"wrk `-t{THREADS} -c{CONNS} -d{DURATION} --latency`, `POST /1/indexes/bench/query` with Algolia headers, to an nginx "
         f"`return 200` upstream (~{len(BODY)}-byte JSON, 1 worker). Anchor: nginx `proxy_pass` (2 workers, upstream "

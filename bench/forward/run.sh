@@ -11,7 +11,8 @@ export PATH="$PATH:/usr/sbin:/opt/swift/usr/bin"
 for tool in nginx wrk python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool missing (bash scripts/setup.sh installs it)" >&2; exit 1; }
 done
-if [ -z "${MIRRORGATE_BIN:-}" ] && [ ! -x .build/release/mirrorgate ]; then
+if [ -z "${MIRRORGATE_BIN:-}" ]; then
+  # incremental: the measured binary is the working tree's
   swift build -c release --product mirrorgate
 fi
 exec python3 bench/forward/bench.py
