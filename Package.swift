@@ -55,7 +55,7 @@ let package = Package(
         .target(
             name: "AlgoliaGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],

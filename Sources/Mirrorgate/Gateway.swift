@@ -70,8 +70,12 @@ public final class Gateway: Sendable {
             )
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
+        let offline = try OfflineIndexRegistry.load(
+            configuration, logger: Logger(label: "mirrorgate.algolia"))
         let router = Router(
-            configuration: configuration, algolia: algolia, odata: services, metrics: metrics, logger: logger)
+            configuration: configuration, algolia: algolia,
+            local: LocalAlgolia(lookup: { offline.lookup($0) }),
+            odata: services, metrics: metrics, logger: logger)
         self.router = router
         self.loop = loop
         let serverConfig = ServerConfiguration(

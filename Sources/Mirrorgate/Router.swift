@@ -13,6 +13,7 @@ import Upstream
 final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaForwarder?
+    let local: LocalAlgolia
     let odata: [ODataForwarder]
     let metrics: GatewayMetrics
     let logger: Logger
@@ -20,11 +21,12 @@ final class Router: HTTPHandler {
     private let startedAt = Date()
 
     init(
-        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, odata: [ODataForwarder],
-        metrics: GatewayMetrics, logger: Logger
+        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, local: LocalAlgolia,
+        odata: [ODataForwarder], metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.algolia = algolia
+        self.local = local
         self.odata = odata
         self.metrics = metrics
         self.logger = logger
@@ -86,8 +88,13 @@ final class Router: HTTPHandler {
         }
     }
 
-    /// Every route so far is non-blocking (forwarding runs on the curl loop), so all run inline.
+    /// Everything but local search is non-blocking (forwarding runs on the curl loop) and runs inline;
+    /// local answers (CPU work) go to the worker pool.
     func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool {
+        if case .algolia = route(request.path), request.method != "OPTIONS" {
+            let r = AlgoliaRoute.parse(method: request.method, path: request.path)
+            if local.handles(r, body: request.body) { return false }
+        }
         handle(request, responder)
         return true
     }
@@ -107,6 +114,11 @@ final class Router: HTTPHandler {
         }
         switch r {
         case .algolia:
+            let algoliaRoute = AlgoliaRoute.parse(method: request.method, path: request.path)
+            if local.handles(algoliaRoute, body: request.body) {
+                out.respond(local.answer(request, route: algoliaRoute))
+                return
+            }
             guard let algolia else {
                 out.respond(
                     AlgoliaError.response(
