@@ -100,3 +100,28 @@ def test_cors_none_by_default(algolia_gateway, fake_algolia):
         "OPTIONS", algolia_gateway.url("/1/indexes/i/query"), headers={"Origin": "http://app.example", **PREFLIGHT}
     )
     assert "access-control-allow-origin" not in hdrs
+
+
+def test_metrics_show_upstream_reachability(algolia_gateway, fake_algolia):
+    request("POST", algolia_gateway.url("/1/indexes/i/query"), body=b"{}", headers=HEADERS)
+    st, _, body = request("GET", algolia_gateway.url("/metrics"))
+    assert st == 200
+    text = body.decode()
+    assert re.search(r"^[a-z_]*(reachab|upstream)[a-z_]*(\{[^}]*\})? [0-9.e+-]+$", text, re.M), (
+        "expected an upstream reachability metric"
+    )
+
+
+def test_json_access_log(gateway_factory, fake_algolia):
+    import time
+
+    gw = gateway_factory(deep_merge(algolia_config(fake_algolia.url), {"log": {"format": "json"}}))
+    request("POST", gw.url("/1/indexes/i/query"), body=b"{}", headers=HEADERS)
+    time.sleep(0.3)
+    lines = [ln for ln in gw.stderr().splitlines() if ln.strip()]
+    assert lines
+    docs = []
+    for ln in lines:
+        docs.append(json.loads(ln))  # every line is one JSON document
+    assert any("/1/indexes/i/query" in json.dumps(d) for d in docs), docs
+    assert API_KEY not in gw.stderr()

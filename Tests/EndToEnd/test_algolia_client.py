@@ -284,3 +284,47 @@ def test_expect_100_continue(algolia_gateway, fake_algolia):
     rec = fake_algolia.requests("/1/indexes/i/query")[-1]
     assert rec.body == body
     assert rec.header("Expect") is None
+
+
+def test_async_official_client(algolia_gateway, fake_algolia):
+    import asyncio
+
+    from algoliasearch.search.client import SearchClient
+
+    fake_algolia.seed("movies", [{"objectID": "1", "title": "Alien"}])
+
+    async def run():
+        config = SearchConfig(APP_ID, API_KEY)
+        config.hosts = HostsCollection([Host(url="127.0.0.1", scheme="http", port=algolia_gateway.port)])
+        async with SearchClient.create_with_config(config=config) as c:
+            return (await c.search_single_index("movies", {"query": "ali"})).to_dict()
+
+    res = asyncio.run(asyncio.wait_for(run(), timeout=20))
+    assert [h["objectID"] for h in res["hits"]] == ["1"]
+    assert res["_upstream"] == fake_algolia.name
+
+
+def test_concurrent_clients(algolia_gateway, fake_algolia):
+    import threading
+
+    fake_algolia.seed("c", [{"objectID": str(i), "t": f"item {i}"} for i in range(20)])
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def worker(n):
+        for j in range(25):
+            body = json.dumps({"query": f"item {(n * 25 + j) % 20}"}).encode()
+            st, _, data = request(
+                "POST", algolia_gateway.url("/1/indexes/c/query"), body=body, headers={"Content-Type": "application/json"}
+            )
+            ok = st == 200 and json.loads(data)["query"] == f"item {(n * 25 + j) % 20}"
+            with lock:
+                statuses.append(200 if ok else st)
+
+    ts = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert statuses == [200] * 200
+    assert len(fake_algolia.requests("/1/indexes/c/query")) == 200
