@@ -1,0 +1,589 @@
+import Foundation
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+
+/// Parses `$metadata` documents (V4 CSDL XML and V2 EDMX) into an ``EdmModel``.
+///
+/// Promises: never resolves external entities; malformed XML or a document without `Edmx`/`Schema`
+/// throws ``ODataError`` of kind `.metadata`; unknown elements and attributes are ignored; sloppy but
+/// common V2 metadata (unqualified type names, duplicated containers, constraints without a
+/// `ReferentialConstraint` wrapper) is accepted.
+public enum CSDLParser {
+    /// Parses the metadata document bytes.
+    public static func parse(_ data: [UInt8]) throws(ODataError) -> EdmModel {
+        let root = try XMLTreeBuilder.build(Data(data))
+        return try interpret(root)
+    }
+
+    /// Parses the metadata document text.
+    public static func parse(_ text: String) throws(ODataError) -> EdmModel {
+        try parse(Array(text.utf8))
+    }
+
+    // MARK: - Interpretation
+
+    private static func interpret(_ root: XNode) throws(ODataError) -> EdmModel {
+        guard root.local == "Edmx" else {
+            throw ODataError(.metadata, "the root element is <\(root.name)>, expected <edmx:Edmx>")
+        }
+        let edmxVersion = root.attributes["Version"]
+        let dataServices = root.children.first { $0.local == "DataServices" }
+        guard let dataServices else { throw ODataError(.metadata, "no <edmx:DataServices> element") }
+        let dsv = dataServices.attribute(local: "DataServiceVersion")
+        let isV4 = (edmxVersion?.hasPrefix("4") ?? false) || root.namespaceURI.contains("oasis-open.org")
+        var model = EdmModel(version: isV4 ? .v4 : .v2)
+        model.edmxVersion = edmxVersion
+        model.dataServiceVersion = dsv
+        let schemaNodes = dataServices.children.filter { $0.local == "Schema" }
+        guard !schemaNodes.isEmpty else { throw ODataError(.metadata, "no <Schema> element") }
+        for node in schemaNodes {
+            guard let ns = node.attributes["Namespace"] else {
+                throw ODataError(.metadata, "a <Schema> has no Namespace")
+            }
+            model.schemas.append(EdmSchema(namespace: ns, alias: node.attributes["Alias"]))
+        }
+        var optimisticConcurrency: [(target: String, properties: [String])] = []
+        for node in schemaNodes {
+            let ns = node.attributes["Namespace"] ?? ""
+            for child in node.children {
+                switch child.local {
+                case "EntityType", "ComplexType":
+                    model.addStructured(
+                        structuredType(child, namespace: ns, entity: child.local == "EntityType"))
+                case "EnumType":
+                    let e = enumType(child, namespace: ns)
+                    model.enumTypes[e.qualifiedName] = e
+                case "Association":
+                    let a = association(child, namespace: ns)
+                    model.associations[a.qualifiedName] = a
+                case "Function", "Action":
+                    model.operations.append(operation(child, namespace: ns))
+                case "EntityContainer":
+                    if model.containerName == nil { model.containerName = child.attributes["Name"] }
+                    container(child, into: &model)
+                case "Annotations":
+                    guard let target = child.attributes["Target"] else { continue }
+                    for annotation in child.children where annotation.local == "Annotation" {
+                        if isOptimisticConcurrency(annotation.attributes["Term"]) {
+                            optimisticConcurrency.append((target, propertyPaths(annotation)))
+                        }
+                    }
+                default:
+                    continue
+                }
+            }
+        }
+        model.resolveNames()
+        model.resolveV2Navigation()
+        model.resolvePartnerConstraints()
+        model.completeOperationImports()
+        model.applyOptimisticConcurrency(optimisticConcurrency)
+        return model
+    }
+
+    private static func isOptimisticConcurrency(_ term: String?) -> Bool {
+        guard let term else { return false }
+        return term.hasSuffix(".OptimisticConcurrency")
+    }
+
+    private static func propertyPaths(_ annotation: XNode) -> [String] {
+        var paths: [String] = []
+        func walk(_ node: XNode) {
+            if node.local == "PropertyPath", !node.text.isEmpty { paths.append(node.text.trimmingSpaces()) }
+            for child in node.children { walk(child) }
+        }
+        walk(annotation)
+        return paths
+    }
+
+    private static let knownAttributes: Set<String> = [
+        "Name", "Type", "Nullable", "MaxLength", "Precision", "Scale", "DefaultValue", "ConcurrencyMode",
+        "Unicode", "FixedLength", "SRID", "Relationship", "FromRole", "ToRole", "Partner", "ContainsTarget",
+        "BaseType", "Abstract", "OpenType", "HasStream", "EntityType",
+    ]
+
+    private static func extraAttributes(_ node: XNode) -> [String: String] {
+        var extra: [String: String] = [:]
+        for (key, value) in node.attributes where !knownAttributes.contains(key) && !key.hasPrefix("xmlns") {
+            extra[key] = value
+        }
+        return extra
+    }
+
+    private static func property(_ node: XNode) -> EdmProperty {
+        let a = node.attributes
+        let maxLength = a["MaxLength"]
+        let isMax = maxLength.map { $0.lowercased() == "max" } ?? false
+        return EdmProperty(
+            name: a["Name"] ?? "",
+            type: EdmTypeRef(parsing: a["Type"] ?? "Edm.String"),
+            nullable: (a["Nullable"]?.lowercased() ?? "true") != "false",
+            maxLength: isMax ? nil : maxLength.flatMap { Int($0) },
+            isMaxLengthMax: isMax,
+            precision: a["Precision"].flatMap { Int($0) },
+            scale: a["Scale"].flatMap { Int($0) },
+            defaultValue: a["DefaultValue"],
+            isConcurrencyToken: a["ConcurrencyMode"] == "Fixed",
+            annotations: extraAttributes(node))
+    }
+
+    private static func structuredType(_ node: XNode, namespace: String, entity: Bool) -> EdmStructuredType {
+        let a = node.attributes
+        var type = EdmStructuredType(
+            namespace: namespace, name: a["Name"] ?? "", isEntity: entity, baseType: a["BaseType"],
+            isAbstract: a["Abstract"] == "true", isOpen: a["OpenType"] == "true",
+            hasStream: node.attribute(local: "HasStream") == "true", annotations: extraAttributes(node))
+        for child in node.children {
+            switch child.local {
+            case "Key":
+                type.key = child.children.filter { $0.local == "PropertyRef" }.compactMap {
+                    $0.attributes["Name"]
+                }
+            case "Property":
+                type.properties.append(property(child))
+            case "NavigationProperty":
+                let c = child.attributes
+                if let relationship = c["Relationship"] {
+                    type.navigationProperties.append(
+                        EdmNavigationProperty(
+                            name: c["Name"] ?? "", target: "", isCollection: false,
+                            relationship: relationship,
+                            fromRole: c["FromRole"], toRole: c["ToRole"], annotations: extraAttributes(child))
+                    )
+                } else {
+                    let ref = EdmTypeRef(parsing: c["Type"] ?? "")
+                    let constraints = child.children.filter { $0.local == "ReferentialConstraint" }.map {
+                        EdmReferentialConstraint(
+                            property: $0.attributes["Property"] ?? "",
+                            referencedProperty: $0.attributes["ReferencedProperty"] ?? "")
+                    }
+                    type.navigationProperties.append(
+                        EdmNavigationProperty(
+                            name: c["Name"] ?? "", target: ref.name, isCollection: ref.isCollection,
+                            nullable: (c["Nullable"] ?? "true") != "false", partner: c["Partner"],
+                            containsTarget: c["ContainsTarget"] == "true",
+                            referentialConstraints: constraints,
+                            annotations: extraAttributes(child)))
+                }
+            default:
+                continue
+            }
+        }
+        return type
+    }
+
+    private static func enumType(_ node: XNode, namespace: String) -> EdmEnumType {
+        var members: [EdmEnumType.Member] = []
+        for (index, member) in node.children.filter({ $0.local == "Member" }).enumerated() {
+            let value = member.attributes["Value"].flatMap { Int64($0) } ?? Int64(index)
+            members.append(EdmEnumType.Member(name: member.attributes["Name"] ?? "", value: value))
+        }
+        return EdmEnumType(
+            namespace: namespace, name: node.attributes["Name"] ?? "",
+            underlyingType: node.attributes["UnderlyingType"] ?? "Edm.Int32",
+            isFlags: node.attributes["IsFlags"]?.lowercased() == "true", members: members)
+    }
+
+    private static func association(_ node: XNode, namespace: String) -> EdmAssociation {
+        var result = EdmAssociation(
+            namespace: namespace, name: node.attributes["Name"] ?? "", ends: [], principalRole: nil,
+            principalProperties: [], dependentRole: nil, dependentProperties: [],
+            annotations: extraAttributes(node))
+        func readConstraint(_ parent: XNode) {
+            for child in parent.children {
+                let refs = child.children.filter { $0.local == "PropertyRef" }.compactMap {
+                    $0.attributes["Name"]
+                }
+                if child.local == "Principal" {
+                    result.principalRole = child.attributes["Role"]
+                    result.principalProperties = refs
+                } else if child.local == "Dependent" {
+                    result.dependentRole = child.attributes["Role"]
+                    result.dependentProperties = refs
+                }
+            }
+        }
+        for child in node.children {
+            if child.local == "End" {
+                result.ends.append(
+                    EdmAssociationEnd(
+                        role: child.attributes["Role"] ?? "", type: child.attributes["Type"] ?? "",
+                        multiplicity: child.attributes["Multiplicity"] ?? "1"))
+            } else if child.local == "ReferentialConstraint" {
+                readConstraint(child)
+            }
+        }
+        if result.principalRole == nil { readConstraint(node) }
+        return result
+    }
+
+    private static func parameters(_ node: XNode) -> [EdmParameter] {
+        node.children.filter { $0.local == "Parameter" }.map {
+            EdmParameter(
+                name: $0.attributes["Name"] ?? "",
+                type: EdmTypeRef(parsing: $0.attributes["Type"] ?? "Edm.String"),
+                nullable: ($0.attributes["Nullable"] ?? "true") != "false", mode: $0.attributes["Mode"])
+        }
+    }
+
+    private static func operation(_ node: XNode, namespace: String) -> EdmOperation {
+        let a = node.attributes
+        let returnNode = node.children.first { $0.local == "ReturnType" }
+        return EdmOperation(
+            kind: node.local == "Action" ? .action : .function, namespace: namespace, name: a["Name"] ?? "",
+            isBound: a["IsBound"] == "true", isComposable: a["IsComposable"] == "true",
+            entitySetPath: a["EntitySetPath"], parameters: parameters(node),
+            returnType: (returnNode?.attributes["Type"] ?? a["ReturnType"]).map { EdmTypeRef(parsing: $0) })
+    }
+
+    private static func container(_ node: XNode, into model: inout EdmModel) {
+        for child in node.children {
+            let a = child.attributes
+            switch child.local {
+            case "EntitySet", "Singleton":
+                var bindings: [String: String] = [:]
+                for b in child.children where b.local == "NavigationPropertyBinding" {
+                    if let path = b.attributes["Path"], let target = b.attributes["Target"] {
+                        bindings[path] = target
+                    }
+                }
+                let isSingleton = child.local == "Singleton"
+                model.entitySets.append(
+                    EdmEntitySet(
+                        name: a["Name"] ?? "", entityType: (isSingleton ? a["Type"] : a["EntityType"]) ?? "",
+                        isSingleton: isSingleton, navigationBindings: bindings,
+                        annotations: extraAttributes(child)))
+            case "AssociationSet":
+                let ends = child.children.filter { $0.local == "End" }.map {
+                    EdmAssociationSetEnd(
+                        role: $0.attributes["Role"] ?? "", entitySet: $0.attributes["EntitySet"] ?? "")
+                }
+                model.associationSets.append(
+                    EdmAssociationSet(name: a["Name"] ?? "", association: a["Association"] ?? "", ends: ends))
+            case "FunctionImport" where model.version == .v2 || a["Function"] == nil:
+                model.operationImports.append(
+                    EdmOperationImport(
+                        kind: .functionImportV2, name: a["Name"] ?? "", operation: nil,
+                        entitySet: a["EntitySet"],
+                        httpMethod: child.attribute(local: "HttpMethod") ?? "GET",
+                        parameters: parameters(child),
+                        returnType: a["ReturnType"].map { EdmTypeRef(parsing: $0) },
+                        annotations: extraAttributes(child)))
+            case "FunctionImport", "ActionImport":
+                let isAction = child.local == "ActionImport"
+                model.operationImports.append(
+                    EdmOperationImport(
+                        kind: isAction ? .actionImport : .functionImport, name: a["Name"] ?? "",
+                        operation: isAction ? a["Action"] : a["Function"], entitySet: a["EntitySet"],
+                        httpMethod: isAction ? "POST" : "GET", parameters: [], returnType: nil,
+                        annotations: extraAttributes(child)))
+            default:
+                continue
+            }
+        }
+    }
+}
+
+// MARK: - Model resolution
+
+extension EdmModel {
+    fileprivate mutating func addStructured(_ type: EdmStructuredType) {
+        structuredTypes[type.qualifiedName] = type
+    }
+
+    /// Resolves aliases and unqualified names in a type name as written in schema `namespace`.
+    fileprivate func qualify(_ name: String, in namespace: String) -> String {
+        if name.hasPrefix("Edm.") || name.isEmpty { return name }
+        let resolved = resolveQualifiedName(name)
+        if structuredTypes[resolved] != nil || enumTypes[resolved] != nil || associations[resolved] != nil {
+            return resolved
+        }
+        if !name.contains(".") {
+            let local = namespace + "." + name
+            if structuredTypes[local] != nil || enumTypes[local] != nil || associations[local] != nil {
+                return local
+            }
+            for schema in schemas {
+                let candidate = schema.namespace + "." + name
+                if structuredTypes[candidate] != nil || enumTypes[candidate] != nil
+                    || associations[candidate] != nil
+                {
+                    return candidate
+                }
+            }
+        } else if let dot = name.lastIndex(of: ".") {
+            // A sloppy service may qualify with the container's or another schema's namespace.
+            let simple = String(name[name.index(after: dot)...])
+            let matches = structuredTypes.keys.filter { $0.hasSuffix("." + simple) }
+            if matches.count == 1, let only = matches.first { return only }
+        }
+        return resolved
+    }
+
+    fileprivate func qualify(_ ref: EdmTypeRef, in namespace: String) -> EdmTypeRef {
+        EdmTypeRef(name: qualify(ref.name, in: namespace), isCollection: ref.isCollection)
+    }
+
+    fileprivate mutating func resolveNames() {
+        let defaultNamespace = schemas.first?.namespace ?? ""
+        for (key, var type) in structuredTypes {
+            let ns = type.namespace
+            type.baseType = type.baseType.map { qualify($0, in: ns) }
+            for i in type.properties.indices {
+                type.properties[i].type = qualify(type.properties[i].type, in: ns)
+            }
+            for i in type.navigationProperties.indices {
+                let nav = type.navigationProperties[i]
+                if nav.relationship != nil {
+                    type.navigationProperties[i].relationship = qualify(nav.relationship!, in: ns)
+                } else {
+                    type.navigationProperties[i].target = qualify(nav.target, in: ns)
+                }
+            }
+            structuredTypes[key] = type
+        }
+        for (key, var association) in associations {
+            for i in association.ends.indices {
+                association.ends[i].type = qualify(association.ends[i].type, in: association.namespace)
+            }
+            associations[key] = association
+        }
+        for i in entitySets.indices {
+            entitySets[i].entityType = qualify(entitySets[i].entityType, in: defaultNamespace)
+        }
+        for i in associationSets.indices {
+            associationSets[i].association = qualify(associationSets[i].association, in: defaultNamespace)
+        }
+        for i in operations.indices {
+            let ns = operations[i].namespace
+            operations[i].returnType = operations[i].returnType.map { qualify($0, in: ns) }
+            for j in operations[i].parameters.indices {
+                operations[i].parameters[j].type = qualify(operations[i].parameters[j].type, in: ns)
+            }
+        }
+        for i in operationImports.indices {
+            operationImports[i].returnType = operationImports[i].returnType.map {
+                qualify($0, in: defaultNamespace)
+            }
+            operationImports[i].operation = operationImports[i].operation.map { resolveQualifiedName($0) }
+            for j in operationImports[i].parameters.indices {
+                operationImports[i].parameters[j].type = qualify(
+                    operationImports[i].parameters[j].type, in: defaultNamespace)
+            }
+        }
+    }
+
+    /// V2: target type, multiplicity and oriented constraints from the Association; bindings from the
+    /// AssociationSets.
+    fileprivate mutating func resolveV2Navigation() {
+        for (key, var type) in structuredTypes {
+            for i in type.navigationProperties.indices {
+                let nav = type.navigationProperties[i]
+                guard let relationship = nav.relationship, let association = associations[relationship],
+                    let toRole = nav.toRole, let toEnd = association.end(role: toRole)
+                else { continue }
+                type.navigationProperties[i].target = toEnd.type
+                type.navigationProperties[i].isCollection = toEnd.multiplicity == "*"
+                type.navigationProperties[i].nullable = toEnd.multiplicity != "1"
+                if let principal = association.principalRole, let dependent = association.dependentRole,
+                    association.principalProperties.count == association.dependentProperties.count
+                {
+                    let pairs = zip(association.principalProperties, association.dependentProperties)
+                    if nav.fromRole == dependent && toRole == principal {
+                        type.navigationProperties[i].referentialConstraints = pairs.map {
+                            EdmReferentialConstraint(property: $0.1, referencedProperty: $0.0)
+                        }
+                    } else if nav.fromRole == principal && toRole == dependent {
+                        type.navigationProperties[i].referentialConstraints = pairs.map {
+                            EdmReferentialConstraint(property: $0.0, referencedProperty: $0.1)
+                        }
+                    }
+                }
+                // The partner is the navigation property of the other end going back.
+                if let other = structuredTypes[toEnd.type] {
+                    type.navigationProperties[i].partner =
+                        other.navigationProperties.first {
+                            $0.relationship == relationship && $0.fromRole == toRole
+                                && $0.toRole == nav.fromRole
+                        }?.name
+                }
+            }
+            structuredTypes[key] = type
+        }
+        for associationSet in associationSets {
+            guard let association = associations[associationSet.association] else { continue }
+            for end in associationSet.ends {
+                guard let setIndex = entitySets.firstIndex(where: { $0.name == end.entitySet }),
+                    let other = associationSet.ends.first(where: { $0.role != end.role })
+                        ?? associationSet.ends.last
+                else { continue }
+                let setType = entitySets[setIndex].entityType
+                for nav in navigationProperties(of: setType)
+                where nav.relationship == association.qualifiedName && nav.fromRole == end.role
+                    && nav.toRole == other.role
+                {
+                    entitySets[setIndex].navigationBindings[nav.name] = other.entitySet
+                }
+            }
+        }
+    }
+
+    /// V4: a navigation without its own constraint gets the reversed constraint of its partner.
+    fileprivate mutating func resolvePartnerConstraints() {
+        guard version == .v4 else { return }
+        let snapshot = structuredTypes
+        for (key, var type) in structuredTypes {
+            for i in type.navigationProperties.indices
+            where type.navigationProperties[i].referentialConstraints.isEmpty {
+                let nav = type.navigationProperties[i]
+                guard let partnerName = nav.partner, let target = snapshot[nav.target] else { continue }
+                var partner: EdmNavigationProperty?
+                var current: EdmStructuredType? = target
+                var guardCount = 0
+                while let t = current, partner == nil, guardCount < 64 {
+                    partner = t.navigationProperties.first { $0.name == partnerName }
+                    current = t.baseType.flatMap { snapshot[$0] }
+                    guardCount += 1
+                }
+                if let partner {
+                    type.navigationProperties[i].referentialConstraints = partner.referentialConstraints.map {
+                        EdmReferentialConstraint(
+                            property: $0.referencedProperty, referencedProperty: $0.property)
+                    }
+                }
+            }
+            structuredTypes[key] = type
+        }
+    }
+
+    fileprivate mutating func completeOperationImports() {
+        for i in operationImports.indices where operationImports[i].kind != .functionImportV2 {
+            guard let name = operationImports[i].operation,
+                let op = operations.first(where: { $0.qualifiedName == name })
+            else { continue }
+            operationImports[i].parameters = op.parameters
+            operationImports[i].returnType = op.returnType
+        }
+    }
+
+    fileprivate mutating func applyOptimisticConcurrency(
+        _ annotations: [(target: String, properties: [String])]
+    ) {
+        for (target, properties) in annotations {
+            // Target is `Container/EntitySet` (or an alias-qualified form); mark the set's entity type.
+            let setName = target.split(separator: "/").last.map(String.init) ?? target
+            guard let set = entitySet(named: setName), var type = structuredTypes[set.entityType] else {
+                continue
+            }
+            var remaining = Set(properties)
+            for i in type.properties.indices where remaining.contains(type.properties[i].name) {
+                type.properties[i].isConcurrencyToken = true
+                remaining.remove(type.properties[i].name)
+            }
+            structuredTypes[set.entityType] = type
+            // Inherited properties: mark on the declaring base type.
+            for base in typeHierarchy(of: set.entityType).dropFirst() where !remaining.isEmpty {
+                var b = base
+                for i in b.properties.indices where remaining.contains(b.properties[i].name) {
+                    b.properties[i].isConcurrencyToken = true
+                    remaining.remove(b.properties[i].name)
+                }
+                structuredTypes[b.qualifiedName] = b
+            }
+        }
+    }
+}
+
+// MARK: - A small XML tree
+
+/// An element of the parsed XML document.
+struct XNode {
+    var name: String
+    var namespaceURI: String
+    var attributes: [String: String]
+    var children: [XNode]
+    var text: String
+
+    /// The element name without prefix.
+    var local: String {
+        if let colon = name.lastIndex(of: ":") { return String(name[name.index(after: colon)...]) }
+        return name
+    }
+
+    /// An attribute by local name, with or without a prefix (`m:HttpMethod` matches `HttpMethod`).
+    func attribute(local: String) -> String? {
+        if let value = attributes[local] { return value }
+        for (key, value) in attributes where key.hasSuffix(":" + local) { return value }
+        return nil
+    }
+}
+
+private final class XMLTreeBuilder: NSObject, XMLParserDelegate {
+    private var stack: [XNode] = []
+    private var root: XNode?
+    private var namespaces: [[String: String]] = [[:]]
+    private var depthLimitHit = false
+
+    static func build(_ data: Data) throws(ODataError) -> XNode {
+        let builder = XMLTreeBuilder()
+        let parser = XMLParser(data: data)
+        parser.shouldResolveExternalEntities = false
+        parser.shouldProcessNamespaces = false
+        parser.delegate = builder
+        let ok = parser.parse()
+        if builder.depthLimitHit { throw ODataError(.metadata, "the metadata document is nested too deeply") }
+        guard ok, let root = builder.root else {
+            let reason = parser.parserError.map { "\($0.localizedDescription)" } ?? "unknown error"
+            throw ODataError(
+                .metadata,
+                "the metadata document is not well-formed XML (line \(parser.lineNumber)): \(reason)")
+        }
+        return root
+    }
+
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
+        qualifiedName qName: String?,
+        attributes attributeDict: [String: String] = [:]
+    ) {
+        if stack.count > 256 {
+            depthLimitHit = true
+            parser.abortParsing()
+            return
+        }
+        var scope = namespaces.last ?? [:]
+        for (key, value) in attributeDict {
+            if key == "xmlns" {
+                scope[""] = value
+            } else if key.hasPrefix("xmlns:") {
+                scope[String(key.dropFirst(6))] = value
+            }
+        }
+        namespaces.append(scope)
+        let prefix = elementName.firstIndex(of: ":").map { String(elementName[..<$0]) } ?? ""
+        stack.append(
+            XNode(
+                name: elementName, namespaceURI: scope[prefix] ?? "", attributes: attributeDict, children: [],
+                text: ""))
+    }
+
+    func parser(
+        _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?,
+        qualifiedName qName: String?
+    ) {
+        guard let node = stack.popLast() else { return }
+        namespaces.removeLast()
+        if stack.isEmpty {
+            root = node
+        } else {
+            stack[stack.count - 1].children.append(node)
+        }
+    }
+
+    func parser(_ parser: XMLParser, foundCharacters string: String) {
+        guard !stack.isEmpty else { return }
+        stack[stack.count - 1].text += string
+    }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-@testable import ODataCore
-
-@Test func placeholder() { #expect(Bool(true)) }
