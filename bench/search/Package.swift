@@ -1,0 +1,17 @@
+// swift-tools-version:6.1
+// Benchmark package for the search engine. The root package exports no library products, so this
+// package compiles the same sources through symlinks (Sources/JSONCore, SearchEngine, Storage, CSQLite).
+import PackageDescription
+
+let package = Package(
+    name: "search-bench",
+    platforms: [.macOS(.v15)],
+    targets: [
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
+        .target(name: "Storage", dependencies: ["CSQLite"]),
+        .target(name: "JSONCore"),
+        .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"]),
+        .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,133 @@
+// Search benchmark: loads the Debian records, builds the index (records/s, peak RSS), runs the committed
+// query set per class and prints one JSON object with p50/p99 per class and zero-hit typo queries.
+//
+// usage: SearchBench build <records.json> <queries.json> <repetitions> [<store-dir>]
+//        SearchBench restart <queries.json> <store-dir>      (open the store, load, answer one query)
+import Foundation
+import JSONCore
+import SearchEngine
+
+let settings: JSON = [
+    "searchableAttributes": ["name", "description", "maintainer", "_tags"],
+    "attributesForFaceting": ["section", "priority", "architecture"],
+]
+
+func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+
+func peakRSSMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        let kb = Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+        return kb / 1024
+    }
+    return 0
+}
+
+func params(_ entry: JSON) -> JSON {
+    var object: JSONObject = ["query": entry["q"] ?? ""]
+    if entry["facets"] == true { object["facets"] = ["section", "priority"] }
+    if let range = entry["installedSize"]?.arrayValue, range.count == 2 {
+        object["numericFilters"] = .array([.string("installedSize:\(range[0]) TO \(range[1])")])
+    }
+    return .object(object)
+}
+
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    let index = min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded()))
+    return sorted[index]
+}
+
+func loadQueries(_ path: String) throws -> JSONObject {
+    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    return try JSON.parse(bytes).objectValue!
+}
+
+func runQueries(_ index: SearchIndex, _ queries: JSONObject, repetitions: Int) throws -> JSONObject {
+    var out = JSONObject()
+    var zeroHitTypos: [JSON] = []
+    for (className, list) in queries {
+        let entries = list.arrayValue ?? []
+        var latencies: [Double] = []
+        for entry in entries {
+            let p = params(entry)
+            let warm = try index.search(p)
+            if className.contains("typo"), warm["nbHits"]?.intValue == 0 {
+                zeroHitTypos.append(entry["q"] ?? "")
+            }
+            for _ in 0..<repetitions {
+                let t0 = now()
+                _ = try index.search(p)
+                latencies.append(now() - t0)
+            }
+        }
+        out[className] = [
+            "p50": .double(percentile(latencies, 0.5)), "p99": .double(percentile(latencies, 0.99)),
+            "n": .int(Int64(latencies.count)),
+        ]
+    }
+    return ["classes": .object(out), "zeroHitTypoQueries": .array(zeroHitTypos)]
+}
+
+let args = CommandLine.arguments
+guard args.count >= 3 else {
+    print(
+        "usage: SearchBench build <records.json> <queries.json> <repetitions> [<store-dir>] | restart <queries.json> <store-dir>"
+    )
+    exit(2)
+}
+
+do {
+    var result = JSONObject()
+    switch args[1] {
+    case "build":
+        let t0 = now()
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: args[2])))
+        let parsed = try JSON.parse(bytes)
+        let records = parsed.arrayValue ?? []
+        let t1 = now()
+        let index = SearchIndex(name: "debian", settings: settings, records: records)
+        let t2 = now()
+        result["records"] = .int(Int64(records.count))
+        result["jsonBytes"] = .int(Int64(bytes.count))
+        result["parseMs"] = .double(t1 - t0)
+        result["buildMs"] = .double(t2 - t1)
+        result["buildRecordsPerSecond"] = .double(Double(records.count) / ((t2 - t1) / 1000))
+        result["parseAndBuildRecordsPerSecond"] = .double(Double(records.count) / ((t2 - t0) / 1000))
+        let queries = try loadQueries(args[3])
+        let repetitions = Int(args[4]) ?? 5
+        let run = try runQueries(index, queries, repetitions: repetitions)
+        for (key, value) in run { result[key] = value }
+        if args.count > 5 {
+            try? FileManager.default.removeItem(atPath: args[5])
+            try FileManager.default.createDirectory(atPath: args[5], withIntermediateDirectories: true)
+            let store = try IndexStore(directory: args[5])
+            let s0 = now()
+            try store.build(name: "debian", settings: settings, synonyms: [], records: records)
+            result["storeBuildMs"] = .double(now() - s0)
+        }
+        result["peakRSSMiB"] = .double(peakRSSMiB())
+    case "restart":
+        let queries = try loadQueries(args[2])
+        let t0 = now()
+        let store = try IndexStore(directory: args[3])
+        guard let index = try store.load(name: "debian") else {
+            print("no stored index")
+            exit(1)
+        }
+        let first = queries.values.first?.arrayValue?.first ?? ["q": "library"]
+        let response = try index.search(params(first))
+        let t1 = now()
+        result["firstAnswerAfterRestartMs"] = .double(t1 - t0)
+        result["firstAnswerHits"] = response["nbHits"] ?? .null
+        result["peakRSSMiB"] = .double(peakRSSMiB())
+    default:
+        print("unknown mode \(args[1])")
+        exit(2)
+    }
+    print(JSON.object(result).serialized())
+} catch {
+    print("error: \(error)")
+    exit(1)
+}
