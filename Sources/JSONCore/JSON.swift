@@ -118,7 +118,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     public private(set) var values: [JSON]
     private var lookup: [String: Int]?
 
-    private static let hashThreshold = 8
+    private static let hashThreshold = 16
 
     public init() {
         keys = []

@@ -63,6 +63,21 @@ extension JSON {
     }
 }
 
+extension JSON {
+    /// Streams the elements of a top-level JSON array: `body` gets each parsed element and its exact bytes,
+    /// one at a time, so a large array never has to be held as values all at once. Errors from parsing are
+    /// `JSONParseError`; errors thrown by `body` are rethrown as they are.
+    public static func forEachArrayElement(
+        _ bytes: [UInt8], maxDepth: Int = defaultMaxDepth,
+        _ body: (JSON, UnsafeBufferPointer<UInt8>) throws -> Void
+    ) throws {
+        try bytes.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+            try parser.forEachElement(body)
+        }
+    }
+}
+
 private struct JSONParser {
     let buffer: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
@@ -88,6 +103,35 @@ private struct JSONParser {
                 return
             }
         }
+    }
+
+    mutating func forEachElement(_ body: (JSON, UnsafeBufferPointer<UInt8>) throws -> Void) throws {
+        skipWhitespace()
+        guard pos < buffer.count, buffer[pos] == UInt8(ascii: "[") else {
+            throw error("Expected a JSON array")
+        }
+        pos += 1
+        depth = 1
+        skipWhitespace()
+        if pos < buffer.count, buffer[pos] == UInt8(ascii: "]") {
+            pos += 1
+        } else {
+            while true {
+                skipWhitespace()
+                let start = pos
+                let value = try parseValue()
+                try body(value, UnsafeBufferPointer(rebasing: buffer[start..<pos]))
+                skipWhitespace()
+                guard pos < buffer.count else { throw error("Unexpected end of input in array") }
+                let byte = buffer[pos]
+                pos += 1
+                if byte == UInt8(ascii: ",") { continue }
+                if byte == UInt8(ascii: "]") { break }
+                throw error("Expected ',' or ']' in array", at: pos - 1)
+            }
+        }
+        skipWhitespace()
+        if pos != buffer.count { throw error("Unexpected data after the JSON value") }
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSON {

@@ -505,7 +505,7 @@ struct CompiledFilter {
         case .facetID(let column, let id): return column.contains(doc: doc, id: id)
         case .lazyFacet(let path, let key):
             var found = false
-            forEachLeaf(data.records[doc], path: path) { leaf in
+            forEachLeaf(data.record(doc), path: path) { leaf in
                 if !found, Normalizer.facetKey(leaf.stringValue ?? leaf.serialized()) == key { found = true }
             }
             return found

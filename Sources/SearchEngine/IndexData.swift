@@ -60,7 +60,9 @@ struct AttributeSlot: Sendable {
 final class IndexData: Sendable {
     let settings: EngineSettings
     let normalizer: Normalizer
-    let records: [JSON]
+    /// Records kept compact: serialized JSON, parsed on demand for the returned hits.
+    let recordBlob: [UInt8]
+    let recordOffsets: [Int]
     let objectIDs: [String]
     let docByID: [String: Int32]
     let slots: [AttributeSlot]
@@ -83,16 +85,29 @@ final class IndexData: Sendable {
     /// Distinct group per doc (-1: none, the doc is its own group).
     let distinctGroup: [Int32]?
 
-    var count: Int { records.count }
+    var count: Int { objectIDs.count }
+
+    /// The record of `doc`, parsed from its stored bytes.
+    func record(_ doc: Int) -> JSON {
+        recordBlob.withUnsafeBufferPointer { buffer in
+            let slice = UnsafeBufferPointer(rebasing: buffer[recordOffsets[doc]..<recordOffsets[doc + 1]])
+            return (try? JSON.parse(buffer: slice)) ?? .null
+        }
+    }
     var termCount: Int { termOffsets.count - 1 }
 
-    init(settings: EngineSettings, records: [JSON]) {
+    /// Builds from records given one at a time by `feed`, each with its serialized bytes when the caller
+    /// has them (nil: serialized here).
+    init(
+        settings: EngineSettings, feed: (_ add: (JSON, UnsafeBufferPointer<UInt8>?) -> Void) throws -> Void
+    ) rethrows {
         self.settings = settings
         let normalizer = Normalizer(separatorsToIndex: settings.separatorsToIndex)
         self.normalizer = normalizer
         var builder = Builder(settings: settings, normalizer: normalizer)
-        for record in records { builder.add(record) }
-        self.records = builder.records
+        try feed { record, bytes in builder.add(record, bytes: bytes) }
+        recordBlob = builder.blob
+        recordOffsets = builder.blobOffsets
         objectIDs = builder.objectIDs
         docByID = builder.docByID
         slots = builder.slots
@@ -105,12 +120,13 @@ final class IndexData: Sendable {
         facetColumns = Dictionary(uniqueKeysWithValues: zip(builder.facetPaths, builder.facetList))
         tagColumn = builder.tagColumn
         numericColumns = builder.freezeNumeric()
-        customRank = Self.rank(records: builder.records, by: settings.customRanking)
+        customRank = Self.rank(keys: builder.customKeys, by: settings.customRanking)
         var sortRanks: [String: [UInt32]] = [:]
         for criterion in settings.ranking {
             if case .sort(let attr, let direction) = criterion {
                 let key = (direction == .ascending ? "asc(" : "desc(") + attr + ")"
-                sortRanks[key] = Self.rank(records: builder.records, by: [(attr, direction)])
+                sortRanks[key] = Self.rank(
+                    keys: builder.sortKeys[attr]!.map { [$0] }, by: [(attr, direction)])
             }
         }
         self.sortRanks = sortRanks
@@ -200,10 +216,9 @@ final class IndexData: Sendable {
         }
     }
 
-    static func rank(records: [JSON], by criteria: [(String, SortDirection)]) -> [UInt32] {
-        let n = records.count
+    static func rank(keys: [[JSON?]], by criteria: [(String, SortDirection)]) -> [UInt32] {
+        let n = keys.count
         guard !criteria.isEmpty else { return [UInt32](repeating: 0, count: n) }
-        let keys: [[JSON?]] = records.map { record in criteria.map { sortValue(record, $0.0) } }
         func compare(_ a: Int, _ b: Int) -> Int {
             for (c, criterion) in criteria.enumerated() {
                 switch (keys[a][c], keys[b][c]) {
@@ -278,7 +293,10 @@ func value(at path: String, in record: JSON) -> JSON? {
 private struct Builder {
     let settings: EngineSettings
     let normalizer: Normalizer
-    var records: [JSON] = []
+    var blob: [UInt8] = []
+    var blobOffsets: [Int] = [0]
+    var customKeys: [[JSON?]] = []
+    var sortKeys: [String: [JSON?]] = [:]
     var objectIDs: [String] = []
     var docByID: [String: Int32] = [:]
     var slots: [AttributeSlot] = []
@@ -332,15 +350,22 @@ private struct Builder {
         return id
     }
 
-    mutating func add(_ record: JSON) {
-        let doc = Int32(records.count)
+    mutating func add(_ record: JSON, bytes: UnsafeBufferPointer<UInt8>?) {
+        let doc = Int32(objectIDs.count)
         let objectID: String
         switch record["objectID"] {
         case .string(let s)?: objectID = s
         case let other?: objectID = other.serialized()
         case nil: objectID = String(doc)
         }
-        records.append(record)
+        if let bytes { blob.append(contentsOf: bytes) } else { record.write(to: &blob) }
+        blobOffsets.append(blob.count)
+        customKeys.append(settings.customRanking.map { IndexData.sortValue(record, $0.0) })
+        for criterion in settings.ranking {
+            if case .sort(let attr, _) = criterion {
+                sortKeys[attr, default: []].append(IndexData.sortValue(record, attr))
+            }
+        }
         objectIDs.append(objectID)
         docByID[objectID] = doc
 
@@ -516,7 +541,7 @@ private struct Builder {
     }
 
     func freezeNumeric() -> [String: NumericColumn] {
-        let n = records.count
+        let n = objectIDs.count
         var columns: [String: NumericColumn] = [:]
         for (path, built) in numericBuild {
             var single = true

@@ -81,46 +81,67 @@ public final class IndexStore: Sendable {
         }
     }
 
-    /// Loads the active version of `name` into memory, or nil when there is none.
+    /// Loads the active version of `name` into memory, or nil when there is none. Records stream from
+    /// SQLite into the index builder one row at a time.
     public func load(name: String) throws -> SearchIndex? {
-        let loaded: (JSON, [JSON], [JSON], Int64)? = try pool.read { db in
+        try pool.read { db -> SearchIndex? in
             let rows = try db.query(
                 """
-                SELECT v.id, v.settings, v.synonyms, v.record_count FROM se_indices i
+                SELECT v.id, v.settings, v.synonyms FROM se_indices i
                 JOIN se_versions v ON v.id = i.active_version WHERE i.name = ?
                 """, [.text(name)])
             guard let row = rows.first, let id = row[0].int64 else { return nil }
-            let settings = (try? JSON.parse(row[1].string ?? "{}")) ?? .object(JSONObject())
+            var settings = (try? JSON.parse(row[1].string ?? "{}")) ?? .object(JSONObject())
+            if settings.objectValue == nil { settings = .object(JSONObject()) }
             let synonyms = (try? JSON.parse(row[2].string ?? "[]"))?.arrayValue ?? []
-            var records: [JSON] = []
-            records.reserveCapacity(row[3].int ?? 0)
             let statement = try db.prepare("SELECT body FROM se_records_\(id) ORDER BY seq")
-            var failure: (any Error)?
-            try statement.forEachRow { row in
-                guard failure == nil, let bytes = row.blob(0) else { return }
-                do { records.append(try JSON.parse(bytes)) } catch { failure = error }
+            let data = try IndexData(settings: EngineSettings(settings)) { add in
+                try statement.forEachRow { row in
+                    guard let bytes = row.blob(0) else { return }
+                    try bytes.withUnsafeBufferPointer { buffer in
+                        add(try JSON.parse(buffer: buffer), buffer)
+                    }
+                }
             }
-            if let failure { throw failure }
-            return (settings, synonyms, records, id)
+            return SearchIndex(
+                name: name, settings: settings, synonyms: synonyms, data: data, generation: "v\(id)")
         }
-        guard let (settings, synonyms, records, id) = loaded else { return nil }
-        return SearchIndex(
-            name: name, settings: settings, synonyms: synonyms, records: records, generation: "v\(id)")
     }
 
-    /// Stores a new version of `name` and makes it active atomically; returns the in-memory index built
-    /// from the same records. Records are written in chunks of `chunkSize` per transaction so other
-    /// writers on the same database are not blocked for the whole build.
+    /// Stores a new version of `name` from records and makes it active atomically; returns the in-memory
+    /// index built from the same records.
     @discardableResult
     public func build(
         name: String, settings: JSON, synonyms: [JSON], records: some Sequence<JSON>, chunkSize: Int = 5000
     ) throws -> SearchIndex {
-        let all = Array(records)
+        let index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: Array(records))
+        return try save(index, chunkSize: chunkSize)
+    }
+
+    /// Same, from a JSON array text (a data file), streamed element by element.
+    @discardableResult
+    public func build(
+        name: String, settings: JSON, synonyms: [JSON], jsonArray: [UInt8], chunkSize: Int = 5000
+    ) throws -> SearchIndex {
+        let index = try SearchIndex(name: name, settings: settings, synonyms: synonyms, jsonArray: jsonArray)
+        return try save(index, chunkSize: chunkSize)
+    }
+
+    /// Writes an in-memory index (under its name) as a new version in chunks of `chunkSize` records per transaction (other writers on
+    /// the same database are not blocked for the whole build), then swaps the active version in one short
+    /// transaction and drops the previous version.
+    @discardableResult
+    public func save(_ index: SearchIndex, chunkSize: Int = 5000) throws -> SearchIndex {
+        let name = index.name
+        let data = index.data
         let id: Int64 = try pool.write { db in
             try db.transaction {
                 try db.run(
                     "INSERT INTO se_versions (name, settings, synonyms) VALUES (?, ?, ?)",
-                    [.text(name), .text(settings.serialized()), .text(JSON.array(synonyms).serialized())])
+                    [
+                        .text(name), .text(index.settingsJSON.serialized()),
+                        .text(JSON.array(index.synonyms).serialized()),
+                    ])
                 let id = db.lastInsertRowID
                 try db.execute("CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
                 return id
@@ -128,14 +149,16 @@ public final class IndexStore: Sendable {
         }
         do {
             var start = 0
-            while start < all.count {
-                let end = min(all.count, start + chunkSize)
+            while start < data.count {
+                let end = min(data.count, start + max(1, chunkSize))
                 try pool.write { db in
                     try db.transaction {
                         let insert = try db.prepare("INSERT INTO se_records_\(id) (seq, body) VALUES (?, ?)")
                         for seq in start..<end {
                             insert.reset()
-                            try insert.bind([.integer(Int64(seq)), .blob(all[seq].serializedBytes())])
+                            let bytes = Array(
+                                data.recordBlob[data.recordOffsets[seq]..<data.recordOffsets[seq + 1]])
+                            try insert.bind([.integer(Int64(seq)), .blob(bytes)])
                             _ = try insert.step()
                         }
                     }
@@ -145,10 +168,11 @@ public final class IndexStore: Sendable {
             try pool.write { db in
                 let previous: Int64? = try db.transaction {
                     let old = try db.scalar(
-                        "SELECT active_version FROM se_indices WHERE name = ?", [.text(name)])?.int64
+                        "SELECT active_version FROM se_indices WHERE name = ?", [.text(name)])?
+                        .int64
                     try db.run(
                         "UPDATE se_versions SET record_count = ?, complete = 1 WHERE id = ?",
-                        [.integer(Int64(all.count)), .integer(id)])
+                        [.integer(Int64(data.count)), .integer(id)])
                     try db.run(
                         """
                         INSERT INTO se_indices (name, active_version) VALUES (?, ?)
@@ -174,7 +198,8 @@ public final class IndexStore: Sendable {
             throw error
         }
         return SearchIndex(
-            name: name, settings: settings, synonyms: synonyms, records: all, generation: "v\(id)")
+            name: name, settings: index.settingsJSON, synonyms: index.synonyms, data: data,
+            generation: "v\(id)")
     }
 
     /// Deletes an index and all its versions.

@@ -26,15 +26,84 @@ public final class SearchIndex: Sendable {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
-        data = IndexData(settings: EngineSettings(settingsJSON), records: records)
+        data = IndexData(settings: EngineSettings(settingsJSON)) { add in
+            for record in records { add(record, nil) }
+        }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    /// Builds from serialized records (each one JSON object), keeping their bytes as the stored form;
+    /// memory stays near the serialized size plus the index.
+    public init(
+        name: String, settings: JSON, synonyms: [JSON] = [], serializedRecords: some Sequence<[UInt8]>,
+        generation: String? = nil
+    ) throws(JSONParseError) {
+        self.name = name
+        settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
+        self.synonyms = synonyms
+        let engineSettings = EngineSettings(settingsJSON)
+        do {
+            data = try IndexData(settings: engineSettings) { add in
+                for bytes in serializedRecords {
+                    try bytes.withUnsafeBufferPointer { buffer in
+                        add(try JSON.parse(buffer: buffer), buffer)
+                    }
+                }
+            }
+        } catch let error as JSONParseError {
+            throw error
+        } catch {
+            throw JSONParseError(offset: 0, message: "\(error)")
+        }
+        self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    /// Builds from a JSON array text (e.g. a data file) element by element, without materializing all
+    /// records at once.
+    public init(
+        name: String, settings: JSON, synonyms: [JSON] = [], jsonArray bytes: [UInt8],
+        generation: String? = nil
+    ) throws(JSONParseError) {
+        self.name = name
+        settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
+        self.synonyms = synonyms
+        let engineSettings = EngineSettings(settingsJSON)
+        do {
+            data = try IndexData(settings: engineSettings) { add in
+                try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice) }
+            }
+        } catch let error as JSONParseError {
+            throw error
+        } catch {
+            throw JSONParseError(offset: 0, message: "\(error)")
+        }
+        self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    init(name: String, settings: JSON, synonyms: [JSON], data: IndexData, generation: String) {
+        self.name = name
+        settingsJSON = settings
+        self.synonyms = synonyms
+        self.data = data
+        self.generation = generation
     }
 
     /// Number of records.
     public var objectCount: Int { data.count }
 
-    /// All records in index order.
-    public var records: [JSON] { data.records }
+    /// All records in index order (parsed from the compact stored form on each call).
+    public var records: [JSON] { (0..<data.count).map { data.record($0) } }
+
+    /// The serialized bytes of every record, in index order (what ``IndexStore`` persists).
+    public func forEachSerializedRecord(_ body: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows {
+        try data.recordBlob.withUnsafeBufferPointer { buffer in
+            for doc in 0..<data.count {
+                try body(
+                    UnsafeBufferPointer(
+                        rebasing: buffer[data.recordOffsets[doc]..<data.recordOffsets[doc + 1]]))
+            }
+        }
+    }
 
     // MARK: - Parameters
 
@@ -255,7 +324,7 @@ public final class SearchIndex: Sendable {
     }
 
     private func hit(_ doc: Int, _ options: SearchOptions, _ ranker: Ranker) throws(SearchError) -> JSON {
-        let record = data.records[doc]
+        let record = data.record(doc)
         let attributes = options.list("attributesToRetrieve")
         guard case .object(var hit) = retrieved(record, attributes: attributes),
             case .object(let full) = record
@@ -469,7 +538,7 @@ public final class SearchIndex: Sendable {
     /// unretrievable attributes never returned).
     public func getObject(_ objectID: String, attributesToRetrieve: [String]? = nil) -> JSON? {
         guard let doc = data.docByID[objectID] else { return nil }
-        return retrieved(data.records[Int(doc)], attributes: attributesToRetrieve)
+        return retrieved(data.record(Int(doc)), attributes: attributesToRetrieve)
     }
 
     /// Several records; `nil` for each unknown objectID.

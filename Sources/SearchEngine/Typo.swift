@@ -119,8 +119,8 @@ private struct TypoSearch {
                     range(lo..<hi, subtree)
                 }
                 prefixCost = subtree
-                if depth == m + 1 { return }
             }
+            // Deeper nodes can still match as whole words (e.g. two deletions) up to m + maxTypos.
             if depth >= m + maxTypos { return }
         }
         if data.termLength(lo) == depth { lo += 1 }

@@ -190,3 +190,19 @@ func randomJSON(_ g: inout SplitMix, depth: Int) -> JSON {
         return .object(object)
     }
 }
+
+@Suite struct StreamingTests {
+    @Test func forEachArrayElement() throws {
+        let text = #" [ {"a":1} , "x", [2,3] ] "#
+        var values: [JSON] = []
+        var slices: [String] = []
+        try JSON.forEachArrayElement(Array(text.utf8)) { value, bytes in
+            values.append(value)
+            slices.append(String(decoding: bytes, as: UTF8.self))
+        }
+        #expect(values == [["a": 1], "x", [2, 3]])
+        #expect(slices == [#"{"a":1}"#, #""x""#, "[2,3]"])
+        #expect(throws: JSONParseError.self) { try JSON.forEachArrayElement(Array("[1,".utf8)) { _, _ in } }
+        #expect(throws: JSONParseError.self) { try JSON.forEachArrayElement(Array("{}".utf8)) { _, _ in } }
+    }
+}
