@@ -4,9 +4,13 @@ import Foundation
 
 enum Fixtures {
     static func file(_ name: String) throws -> String {
-        let here = URL(fileURLWithPath: #filePath)
+        let here = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
         let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let url = root.deletingLastPathComponent().appendingPathComponent("shared/data/odata/\(name)")
+        let candidates = [
+            root.deletingLastPathComponent().appendingPathComponent("shared/data/odata/\(name)"),
+            URL(fileURLWithPath: "/work/shared/data/odata/\(name)"),
+        ]
+        let url = candidates.first { FileManager.default.fileExists(atPath: $0.path) } ?? candidates[0]
         return try String(contentsOf: url, encoding: .utf8)
     }
 

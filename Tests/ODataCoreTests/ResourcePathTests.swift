@@ -1,0 +1,145 @@
+import Testing
+
+@testable import ODataCore
+
+@Suite struct ResourcePathTests {
+    let v4 = Fixtures.northwindV4Model
+    let v2 = Fixtures.northwindV2Model
+
+    func parse(_ path: String, _ model: EdmModel? = nil) throws -> ODataResourcePath {
+        try ODataResourcePath.parse(path, model: model ?? v4)
+    }
+
+    func error(_ path: String, _ model: EdmModel? = nil) -> ODataError? {
+        do {
+            _ = try ODataResourcePath.parse(path, model: model ?? v4)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func rootsAndSpecialSegments() throws {
+        #expect(try parse("").target == .serviceDocument)
+        #expect(try parse("/").target == .serviceDocument)
+        #expect(try parse("$metadata").target == .metadata)
+        #expect(try parse("/$batch").target == .batch)
+        #expect(
+            try parse("Customers").target
+                == .entityCollection(entityType: "NorthwindModel.Customer", entitySet: "Customers"))
+        #expect(try parse("Customers/$count").target == .count)
+        #expect(
+            try parse("Customers/$ref").target
+                == .reference(entityType: "NorthwindModel.Customer", isCollection: true))
+    }
+
+    @Test func keysAndEncodings() throws {
+        let path = try parse("Customers('ALFKI')")
+        #expect(
+            path.segments == [
+                .entitySet(name: "Customers", entityType: "NorthwindModel.Customer"),
+                .key(ODataKey([.init(name: "CustomerID", value: .string("ALFKI"))])),
+            ])
+        #expect(path.target == .entity(entityType: "NorthwindModel.Customer", entitySet: "Customers"))
+        // pyodata encodes parens and quotes.
+        #expect(try parse("Customers%28%27ALFKI%27%29") == path)
+        #expect(try parse("Customers%28CustomerID%3D%27ALFKI%27%29") == path)
+        // Encoded slash stays inside the key; an unencoded slash inside quotes too.
+        #expect(
+            try parse("Customers('A%2FB')").segments.last
+                == .key(ODataKey([.init(name: "CustomerID", value: .string("A/B"))])))
+        #expect(try parse("Customers('A/B')/Orders").segments.count == 3)
+        // `+` is a plus in paths; a double-encoded quote is text, not a delimiter.
+        #expect(
+            try parse("Customers('a+b')").segments.last
+                == .key(ODataKey([.init(name: "CustomerID", value: .string("a+b"))])))
+        #expect(
+            try parse("Customers('%2527')").segments.last
+                == .key(ODataKey([.init(name: "CustomerID", value: .string("%27"))])))
+        #expect(
+            try parse("Customers('Bon%20app''')").segments.last
+                == .key(ODataKey([.init(name: "CustomerID", value: .string("Bon app'"))])))
+        let composite = try parse("Order_Details(OrderID=1,ProductID=2)")
+        #expect(
+            composite.target == .entity(entityType: "NorthwindModel.Order_Detail", entitySet: "Order_Details")
+        )
+        #expect(
+            try parse("Orders/10248").segments.last
+                == .key(ODataKey([.init(name: "OrderID", value: .integer(10248))])))
+    }
+
+    @Test func navigationPropertiesAndValues() throws {
+        let orders = try parse("Customers('ALFKI')/Orders")
+        #expect(orders.target == .entityCollection(entityType: "NorthwindModel.Order", entitySet: "Orders"))
+        let multi = try parse(
+            "Customers('ALFKI')/Orders(10248)/Order_Details(OrderID=10248,ProductID=11)/Product")
+        #expect(multi.target == .entity(entityType: "NorthwindModel.Product", entitySet: "Products"))
+        #expect(try parse("Orders(1)/Customer/Orders/$count").target == .count)
+        #expect(try parse("Customers('A')/CompanyName").target == .property(EdmTypeRef(name: "Edm.String")))
+        #expect(
+            try parse("Customers('A')/CompanyName/$value").target == .rawValue(EdmTypeRef(name: "Edm.String"))
+        )
+        #expect(try parse("Customers('A')/Address/City").target == .property(EdmTypeRef(name: "Edm.String")))
+        #expect(try parse("Customers('A')/Tags/$count").target == .count)
+        #expect(
+            try parse("Customers('A')/Orders/$ref").target
+                == .reference(entityType: "NorthwindModel.Order", isCollection: true))
+        #expect(
+            try parse("Orders/NorthwindModel.SpecialOrder").target
+                == .entityCollection(entityType: "NorthwindModel.SpecialOrder", entitySet: "Orders"))
+        #expect(
+            try parse("Orders/NorthwindModel.SpecialOrder(3)/Priority").target
+                == .property(EdmTypeRef(name: "Edm.Int16")))
+        #expect(
+            try parse("Orders(3)/NorthwindModel.SpecialOrder/Priority").target
+                == .property(EdmTypeRef(name: "Edm.Int16")))
+        let v2Links = try parse("Customers('ALFKI')/$links/Orders", v2)
+        #expect(v2Links.target == .reference(entityType: "NorthwindModel.Order", isCollection: true))
+        #expect(try parse("Customers('ALFKI')/Orders", v2).entitySet == "Orders")
+    }
+
+    @Test func operationImports() throws {
+        let trip = Fixtures.tripPinModel
+        let call = try parse("GetNearestAirport(lat=33.1,lon=-118)", trip)
+        #expect(
+            call.segments == [
+                .operationImport(
+                    name: "GetNearestAirport",
+                    parameters: [
+                        .init(name: "lat", value: .decimal("33.1")),
+                        .init(name: "lon", value: .integer(-118)),
+                    ])
+            ])
+        #expect(
+            try parse("Me/Friends('russell')", trip).target
+                == .entity(entityType: "Trippin.Person", entitySet: "People"))
+        #expect(error("GetNearestAirport(lat='x')", trip)?.message.contains("lat") == true)
+        #expect(error("GetNearestAirport(foo=1)", trip) != nil)
+        let sap = Fixtures.sapV2Model
+        guard case .operationImport(let op) = try parse("sum", sap).target else {
+            Issue.record()
+            return
+        }
+        #expect(op.parameters.count == 2)
+    }
+
+    @Test func clearErrors() {
+        let unknownSet = error("Nope")
+        #expect(unknownSet?.segment == "Nope")
+        #expect(unknownSet?.message.contains("no entity set") == true)
+        #expect(
+            error("Customers('A')/Nope")?.message.contains(
+                "'Nope' is not a property or navigation property of 'NorthwindModel.Customer'") == true)
+        #expect(error("Customers(1)")?.segment == "Customers(1)")
+        #expect(error("Customers/$count/x")?.message.contains("no segment may follow") == true)
+        #expect(error("Customers('A')/CompanyName/Foo") != nil)
+        #expect(error("Customers('A')/Address/$value") != nil)
+        #expect(error("Customers('A'") != nil)
+        #expect(error("Customers('A')//Orders") != nil)
+        #expect(error("Customers('%zz')") != nil)
+        #expect(error("Orders(1)/Customer(1)") != nil)
+        #expect(error("$foo") != nil)
+        #expect(error("Customers('A')/$links") != nil)
+        #expect(error("Customers/Orders") != nil)
+    }
+}
