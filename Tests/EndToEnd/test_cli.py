@@ -9,7 +9,7 @@ import stat
 import subprocess
 import time
 
-from harness import binary, free_port, request
+from harness import REPO, binary, free_port, request
 
 
 def _start(args: list[str], cwd, log):
@@ -54,13 +54,29 @@ def test_serve_without_config_runs_the_demo(tmp_path):
     port = free_port()
     data = tmp_path / "data"
     log = tmp_path / "demo.log"
-    proc = _start(["serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)], tmp_path, log)
+    # as scripts/demo.sh runs it: from the repository root (the demo's bootstrap files live in config/)
+    proc = _start(["serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)], REPO, log)
     try:
         assert _await(port, proc), f"demo did not start:\n{log.read_text(errors='replace')[-3000:]}"
         st, _, body = request("GET", f"http://127.0.0.1:{port}/_mirrorgate/status", timeout=5)
         assert st == 200
         doc = json.loads(body)
         assert "upstreams" in doc
+        # the demo's first curl already shows local answers (SPEC §1; config/demo.yaml)
+        st, _, body = request(
+            "POST",
+            f"http://127.0.0.1:{port}/1/indexes/demo_packages/query",
+            body=b'{"query":"","hitsPerPage":3}',
+            headers={
+                "Content-Type": "application/json",
+                "X-Algolia-Application-Id": "DEMOAPP",
+                "X-Algolia-API-Key": "demo-search-key",
+            },
+            timeout=10,
+        )
+        assert st == 200, body[:300]
+        res = json.loads(body)
+        assert len(res["hits"]) == 3
     finally:
         code = _stop(proc)
     assert code == 0, f"exit {code}:\n{log.read_text(errors='replace')[-3000:]}"
