@@ -1,4 +1,5 @@
 import JSONCore
+import Synchronization
 
 /// Per-document facet values of one attribute: value ids into `originals`.
 struct FacetColumn: Sendable {
@@ -86,6 +87,25 @@ final class IndexData: Sendable {
     let distinctGroup: [Int32]?
 
     var count: Int { objectIDs.count }
+
+    /// Reusable all-absent per-word match arrays (avoids a large allocation per query word).
+    private let scratch = Mutex<[[UInt64]]>([])
+
+    func takeScratch() -> [UInt64] {
+        if let array = scratch.withLock({ $0.popLast() }) { return array }
+        return [UInt64](repeating: UInt64.max, count: count)
+    }
+
+    /// Returns match arrays to the pool after resetting the entries that were set.
+    func recycle(_ result: MatchResult) {
+        for w in result.wordMatches.indices where result.wordMatches[w].count == count {
+            var array = result.wordMatches[w]
+            for doc in result.wordDocs[w] { array[Int(doc)] = UInt64.max }
+            scratch.withLock { pool in
+                if pool.count < 16 { pool.append(array) }
+            }
+        }
+    }
 
     /// The record of `doc`, parsed from its stored bytes.
     func record(_ doc: Int) -> JSON {

@@ -35,6 +35,8 @@ struct MatchResult {
     var candidates: [Int32]
     /// `wordMatches[w][doc]` packed best match (only meaningful for candidates).
     var wordMatches: [[UInt64]]
+    /// Docs whose entry was set in each `wordMatches` array (to reset them for reuse).
+    var wordDocs: [[Int32]] = []
 }
 
 /// A geo constraint resolved from the parameters.
@@ -128,6 +130,7 @@ extension IndexData {
         let n = count
         var candidates: [Int32] = []
         var wordMatches: [[UInt64]] = []
+        var wordDocsOut: [[Int32]] = []
         if words.isEmpty {
             candidates.reserveCapacity(n)
             for doc in 0..<n where filter.isEmpty || filter.matches(doc) { candidates.append(Int32(doc)) }
@@ -160,7 +163,7 @@ extension IndexData {
             var wordDocs = [[Int32]](repeating: [], count: words.count)
             wordMatches = [[UInt64]](repeating: [], count: words.count)
             for w in words.indices {
-                var dense = [UInt64](repeating: Packed.absent, count: n)
+                var dense = takeScratch()
                 var docs: [Int32] = []
                 fill(&dense, matches: termMatches[w], allowed: allowed) { docs.append($0) }
                 for (a, b) in splits[w] {
@@ -190,6 +193,7 @@ extension IndexData {
                 wordDocs[w] = docs
             }
             termMatches.removeAll()
+            wordDocsOut = wordDocs
             // Intersect starting from the rarest word.
             let order = words.indices.sorted { wordDocs[$0].count < wordDocs[$1].count }
             var base = wordDocs[order[0]]
@@ -218,7 +222,8 @@ extension IndexData {
         if let geo, geo.radius != nil || !geo.boxes.isEmpty {
             candidates = candidates.filter { geoMatch(Int($0), geo) != nil }
         }
-        return MatchResult(words: words, candidates: candidates, wordMatches: wordMatches)
+        return MatchResult(
+            words: words, candidates: candidates, wordMatches: wordMatches, wordDocs: wordDocsOut)
     }
 
     /// Distance (meters) of the best point of `doc` inside the geo constraint; nil if outside.

@@ -256,6 +256,7 @@ public final class SearchIndex: Sendable {
         if let geo, let center = geo.center {
             response["aroundLatLng"] = .string("\(center.lat),\(center.lng)")
         }
+        data.recycle(result)
         response["query"] = .string(options.query)
         var echo = merged
         echo["cursor"] = nil

@@ -9,8 +9,9 @@ struct TermMatch {
 /// Damerau-Levenshtein (optimal string alignment) with Algolia's first-letter rule: when the first
 /// letters differ the count is one higher. Returns nil when above `maxTypos`.
 func typoDistance(_ a: [UInt8], _ b: ArraySlice<UInt8>, maxTypos: Int) -> Int? {
-    let b = Array(b)
     if abs(a.count - b.count) > maxTypos { return nil }
+    if maxTypos < 2, let x = a.first, let y = b.first, x != y { return nil }
+    let b = Array(b)
     if a.isEmpty || b.isEmpty {
         return Swift.max(a.count, b.count) <= maxTypos ? Swift.max(a.count, b.count) : nil
     }
