@@ -373,7 +373,8 @@ def write_results(rounds, med_ratio, p99_delta, single, verdict_rps, verdict_p99
     lines = [
         "## forward",
         "",
-        f"`bash bench/forward/run.sh` — commit `{commit}` (`+dirty`: uncommitted changes under Sources/), "
+        f"`bash bench/forward/run.sh` — commit `{commit}`"
+        f"{' (+dirty: uncommitted changes under Sources/)' if commit.endswith('+dirty') else ''}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({cpu}); binary "
         f"`{MG_BIN.relative_to(REPO) if MG_BIN.is_relative_to(REPO) else MG_BIN}` built "
         f"{time.strftime('%H:%M UTC', time.gmtime(MG_BIN.stat().st_mtime))}.",
