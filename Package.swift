@@ -74,7 +74,7 @@ let package = Package(
             name: "Mirrorgate",
             dependencies: [
                 "HTTPServer", "Upstream", "Storage", "GatewayConfig", "AlgoliaGateway", "ODataGateway",
-                "JSONCore",
+                "JSONCore", "SearchEngine",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -89,7 +89,8 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Upstream"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "Upstream"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "ProxyingTests", dependencies: ["Proxying"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),

@@ -5,6 +5,7 @@ import HTTPServer
 import JSONCore
 import Logging
 import ODataGateway
+import SearchEngine
 import Upstream
 
 /// The version string reported by `/_mirrorgate/health`, `status` and `--version`.
@@ -24,6 +25,7 @@ public final class Gateway: Sendable {
     let server: Server
     let router: Router
     let loop: CurlLoop
+    let store: IndexStore?
     let logger: Logger
 
     /// Starts serving. Creates `dataDir` (mode 0700) if needed.
@@ -70,8 +72,18 @@ public final class Gateway: Sendable {
             )
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
+        let store: IndexStore?
+        do {
+            store =
+                configuration.algolia.offlineIndices.isEmpty
+                ? nil : try IndexStore(directory: configuration.dataDir)
+        } catch {
+            throw GatewayStartError(
+                description: "cannot open the search store in \(configuration.dataDir): \(error)")
+        }
+        self.store = store
         let offline = try OfflineIndexRegistry.load(
-            configuration, logger: Logger(label: "mirrorgate.algolia"))
+            configuration, store: store, logger: Logger(label: "mirrorgate.algolia"))
         let router = Router(
             configuration: configuration, algolia: algolia,
             local: LocalAlgolia(lookup: { offline.lookup($0) }),
@@ -112,6 +124,7 @@ public final class Gateway: Sendable {
         server.shutdown(grace: configuration.server.shutdownGrace)
         router.stop()
         loop.stop()
+        if let store { try? store.pool.checkpoint() }
     }
 
     static func prepareDataDir(_ path: String) throws {

@@ -6,7 +6,9 @@ import Logging
 import SearchEngine
 import Synchronization
 
-/// The purely local Algolia indices of `algolia.offlineIndices`, built from their bootstrap files at start.
+/// The purely local Algolia indices of `algolia.offlineIndices`. At start each is loaded from its stored
+/// version in `dataDir/search.sqlite`; an index with no stored version is built from its bootstrap files
+/// and stored, so later starts answer without reading the files again.
 final class OfflineIndexRegistry: Sendable {
     private let indices: Mutex<[String: OfflineIndex]>
 
@@ -18,11 +20,22 @@ final class OfflineIndexRegistry: Sendable {
 
     /// Builds every configured offline index that has a bootstrap. A missing or malformed file is a
     /// start error naming the file.
-    static func load(_ configuration: MirrorgateConfiguration, logger: Logger) throws -> OfflineIndexRegistry
+    static func load(_ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger) throws
+        -> OfflineIndexRegistry
     {
         var built: [String: OfflineIndex] = [:]
         for (name, config) in configuration.algolia.offlineIndices.sorted(by: { $0.key < $1.key }) {
             let start = ContinuousClock.now
+            if let stored = try? store?.load(name: name) {
+                built[name] = OfflineIndex(index: stored, apiKeys: config.apiKeys.map(Set.init))
+                logger.info(
+                    "offline index loaded",
+                    metadata: [
+                        "index": "\(name)", "objects": "\(stored.objectCount)",
+                        "ms": "\((ContinuousClock.now - start).milliseconds)",
+                    ])
+                continue
+            }
             var settings: JSON = .object(JSONObject())
             var records: [JSON] = []
             if let bootstrap = config.bootstrap {
@@ -45,10 +58,17 @@ final class OfflineIndexRegistry: Sendable {
                     }
                 }
             }
-            let index = SearchIndex(name: name, settings: settings, records: records)
+            var index = SearchIndex(name: name, settings: settings, records: records)
+            if let store, config.bootstrap != nil {
+                do {
+                    index = try store.save(index)
+                } catch {
+                    throw GatewayStartError(description: "cannot store offline index \(name): \(error)")
+                }
+            }
             built[name] = OfflineIndex(index: index, apiKeys: config.apiKeys.map(Set.init))
             logger.info(
-                "offline index ready",
+                "offline index built from bootstrap",
                 metadata: [
                     "index": "\(name)", "objects": "\(index.objectCount)",
                     "ms": "\((ContinuousClock.now - start).milliseconds)",
