@@ -263,3 +263,44 @@ def test_pyodata_v2_against_mock_sap(gateway_factory, mock_sap):
     meta = raw.json()["d"]["__metadata"]
     assert meta["uri"].startswith(gw.url("/odata/gw/")), meta
     assert f"127.0.0.1:{port}" not in raw.text
+
+
+def test_gateway_urls_in_request_bodies_are_mapped_to_the_upstream(gateway_factory, odata_upstream_no_etags):
+    up = odata_upstream_no_etags
+    gw = gateway_factory(odata_config(up.root))
+    body = {"Freight": 7.5, "Customer@odata.bind": gw.url(MOUNT + "Customers('ALFKI')")}
+    st, hdrs, data = request(
+        "POST",
+        gw.url(MOUNT + "Orders"),
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    assert st == 201, data[:300]
+    sent = json.loads(up.requests("POST")[-1].body)
+    assert sent["Customer@odata.bind"] == up.root + "Customers('ALFKI')", sent
+    assert sent["Freight"] == 7.5
+
+
+def test_odatapy_multipart_batch(gateway_factory, odata_upstream):
+    from odatapy.client import ODataClient
+    from odatapy.client.transport import HttpxTransport
+
+    gw = gateway_factory(odata_config(odata_upstream.root))
+    c = ODataClient(gw.url(MOUNT).rstrip("/"), HttpxTransport())
+    b = c.batch(format="multipart")
+    cs = b.add_changeset()
+    cs.create("Orders", {"CustomerID": "BONAP", "Freight": 1.0})
+    cs.update("$1", {"Freight": 2.0}, etag="*")
+    result = c.execute_batch(b)
+    assert result is not None
+    batch = [r for r in odata_upstream.requests("POST") if r.path.endswith("$batch")]
+    assert batch, "the $batch must reach the upstream"
+    assert gw.origin.encode() not in batch[-1].body, "gateway URLs inside the batch must be mapped"
+    # odatapy writes absolute request lines: they must now name the upstream
+    assert f"POST {odata_upstream.root}Orders HTTP/1.1".encode() in batch[-1].body, batch[-1].body[:600]
+    # the order exists upstream with the updated freight
+    st, _, body = request(
+        "GET", gw.url(MOUNT + "Orders?$filter=CustomerID%20eq%20'BONAP'"), headers={"Accept": "application/json"}
+    )
+    assert st == 200
+    assert 2.0 in [float(o["Freight"]) for o in json.loads(body)["value"]]
