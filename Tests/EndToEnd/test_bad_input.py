@@ -238,3 +238,39 @@ def test_slow_headers_are_cut_at_request_timeout(gateway_factory, fake_algolia):
     assert secs < 2 + 2, f"connection still open after {secs:.1f}s"
     assert raw == b"" or status_of(raw) in (400, 408), raw[:200]
     assert healthy(gw)
+
+
+def test_max_connections(gateway_factory, fake_algolia):
+    """Beyond server.maxConnections new connections are not served (refused, 503, or left in the
+    listen backlog); the gateway serves again once the connections go."""
+    gw = gateway_factory(deep(algolia_config(fake_algolia.url), {"server": {"maxConnections": 4}}))
+    held = []
+    try:
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", gw.port), timeout=2)
+            s.sendall(b"GET /_mirrorgate/health HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+            held.append(s)
+        time.sleep(0.3)
+        refused = 0
+        for _ in range(3):
+            try:
+                st, _, _ = request("GET", gw.url("/_mirrorgate/health"), timeout=1)
+                if st == 503:
+                    refused += 1
+            except OSError:
+                refused += 1
+        assert refused == 3, "with every slot taken, a new connection must not be served"
+    finally:
+        for s in held:
+            s.close()
+    deadline = time.monotonic() + 5
+    ok = False
+    for _ in range(50):
+        try:
+            ok = healthy(gw)
+        except OSError:
+            ok = False
+        if ok or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert ok, "the gateway must serve again once the connections are gone"
