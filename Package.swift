@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // C libraries fixed by the design card, each behind a small shim of mg_-prefixed wrappers.
@@ -56,6 +57,7 @@ let package = Package(
             name: "AlgoliaGateway",
             dependencies: [
                 "HTTPServer", "Upstream", "Proxying", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -63,7 +65,7 @@ let package = Package(
         .target(
             name: "ODataGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore", "ODataCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],

@@ -97,18 +97,33 @@ public final class AlgoliaForwarder: Sendable {
             || path.hasSuffix("/rules/search")
     }
 
-    /// Forwards `request` without blocking; answers through `responder` in every case.
-    public func forward(
-        _ request: HTTPRequest, _ responder: any Responder, extraHeaders: [(String, String)] = []
-    ) {
+    /// What a caller (the mirrored-index strategies) adds to a plain forward.
+    public struct Hooks {
+        /// Mark the answer `X-Mirrorgate-Origin: remote`.
+        public var originHeader = false
+        /// Insert `"origin":"remote"` into a 2xx JSON envelope (asks the upstream for identity encoding).
+        public var tagBody = false
+        /// Called with the status of a relayed answer (before nothing: after it was handed to the client).
+        public var onRelayed: ((Int) -> Void)?
+        /// Called instead of answering `unavailableStatus` when no host answers or all answered 5xx.
+        public var onUnavailable: (() -> Void)?
+        /// Creates empty hooks.
+        public init() {}
+    }
+
+    /// Forwards `request` without blocking; answers through `responder` in every case (or calls
+    /// `hooks.onUnavailable`).
+    public func forward(_ request: HTTPRequest, _ responder: any Responder, hooks: Hooks = Hooks()) {
         let read = Self.isRead(method: request.method, path: request.path)
         let hosts = settings.hosts.filter { read ? $0.accept != .write : $0.accept != .read }
         let budget = read ? settings.readTimeout : settings.writeTimeout
-        var headers = HopByHop.requestHeaders(request.headers, dropping: ["x-mirrorgate-strategy"])
-        headers.append(contentsOf: extraHeaders.map { (name: $0.0, value: $0.1) })
+        var dropping: Set<String> = ["x-mirrorgate-strategy"]
+        if hooks.tagBody { dropping.insert("accept-encoding") }
+        var headers = HopByHop.requestHeaders(request.headers, dropping: dropping)
+        if hooks.tagBody { headers.append((name: "Accept-Encoding", value: "identity")) }
         let attempt = Attempt(
             forwarder: self, request: request, responder: responder, hosts: hosts, headers: headers,
-            budget: budget, deadline: ContinuousClock.now + budget)
+            budget: budget, deadline: ContinuousClock.now + budget, hooks: hooks)
         attempt.next()
     }
 
@@ -124,11 +139,14 @@ public final class AlgoliaForwarder: Sendable {
         var index = 0
         var lastProblem = "no Algolia host configured"
         var sawAnswer = false
+        let hooks: Hooks
 
         init(
             forwarder: AlgoliaForwarder, request: HTTPRequest, responder: any Responder, hosts: [AlgoliaHost],
-            headers: [(name: String, value: String)], budget: Duration, deadline: ContinuousClock.Instant
+            headers: [(name: String, value: String)], budget: Duration, deadline: ContinuousClock.Instant,
+            hooks: Hooks
         ) {
+            self.hooks = hooks
             self.forwarder = forwarder
             self.request = request
             self.responder = responder
@@ -154,10 +172,19 @@ public final class AlgoliaForwarder: Sendable {
             var options = RelayTransfer.Options()
             options.holdServerErrors = true
             options.streamTimeout = remaining + .seconds(1)
+            if hooks.originHeader {
+                options.adjustHeaders = { $0.set("X-Mirrorgate-Origin", "remote") }
+            }
+            if hooks.tagBody {
+                options.transformIf = { status in (200..<300).contains(status) }
+                options.transform = { OriginTag.tag($0) }
+                options.makeStreamTransform = { OriginTag.Streaming() }
+            }
             let sink = RelayTransfer(responder: responder, options: options) { outcome in
                 switch outcome {
-                case .relayed:
+                case .relayed(let status):
                     self.forwarder.reachability.reportSuccess()
+                    self.hooks.onRelayed?(status)
                 case .brokenAfterStart(let error):
                     self.forwarder.logger.warning(
                         "algolia host broke mid-response",
@@ -178,6 +205,10 @@ public final class AlgoliaForwarder: Sendable {
         func giveUp() {
             if !sawAnswer && !hosts.isEmpty {
                 forwarder.reachability.reportFailure(lastProblem)
+            }
+            if let fallback = hooks.onUnavailable {
+                fallback()
+                return
             }
             responder.respond(
                 AlgoliaError.response(

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPServer
 import JSONCore
 import SearchEngine
@@ -93,17 +94,53 @@ public struct AlgoliaCredentials: Sendable, Equatable {
     }
 }
 
-/// One purely local index and who may read it.
+/// One index answered locally and who may read it.
 public struct OfflineIndex: Sendable {
-    /// The engine's index.
-    public let index: SearchIndex
-    /// Keys accepted for it; nil accepts any key.
+    /// The engine's index; nil when a mirrored index has no offline data yet.
+    public let index: SearchIndex?
+    /// Keys accepted for it; nil accepts any key (ignored when `authorize` is set).
     public let apiKeys: Set<String>?
+    /// Decides instead of `apiKeys` (mirrored indices: keys the upstream accepted before).
+    public let authorize: (@Sendable (AlgoliaCredentials) -> Bool)?
 
     /// Creates an entry.
-    public init(index: SearchIndex, apiKeys: Set<String>?) {
+    public init(
+        index: SearchIndex?, apiKeys: Set<String>?, authorize: (@Sendable (AlgoliaCredentials) -> Bool)? = nil
+    ) {
         self.index = index
         self.apiKeys = apiKeys
+        self.authorize = authorize
+    }
+}
+
+/// The restrictions carried by a secured API key: `base64(hex HMAC-SHA256 + "params")`. The HMAC cannot
+/// be checked locally (the parent key is unknown), but a key is only used locally once the upstream has
+/// accepted it, so its parameters are authentic.
+public enum SecuredKey {
+    /// The key's embedded parameters, or nil when `key` is not a secured key.
+    public static func restrictions(_ key: String) -> JSONObject? {
+        guard key.count > 64, let data = Data(base64Encoded: key) ?? Data(base64Encoded: padded(key)) else {
+            return nil
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        let hex = text.prefix(64)
+        guard hex.count == 64, hex.allSatisfy(\.isHexDigit) else { return nil }
+        return JSON.parseAlgoliaParams(String(text.dropFirst(64)))
+    }
+
+    private static func padded(_ s: String) -> String {
+        s + String(repeating: "=", count: (4 - s.count % 4) % 4)
+    }
+
+    /// Whether `index` matches a `restrictIndices` entry (`*` wildcards at either end).
+    static func matches(_ pattern: String, _ index: String) -> Bool {
+        if pattern == "*" { return true }
+        if pattern.hasPrefix("*") && pattern.hasSuffix("*") && pattern.count > 1 {
+            return index.contains(pattern.dropFirst().dropLast())
+        }
+        if pattern.hasPrefix("*") { return index.hasSuffix(pattern.dropFirst()) }
+        if pattern.hasSuffix("*") { return index.hasPrefix(pattern.dropLast()) }
+        return pattern == index
     }
 }
 
@@ -156,11 +193,11 @@ public struct LocalAlgolia: Sendable {
             case .search(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return ok(try idx.index.search(params))
+                return ok(OriginTag.json(try idx.index.search(idx.restrict(params))))
             case .browse(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return ok(try idx.index.browse(params, cursor: nil))
+                return ok(try idx.index.browse(idx.restrict(params), cursor: nil))
             case .getObject(let name, let objectID):
                 let idx = try authorized(name, credentials)
                 let attrs = request.queryValue("attributesToRetrieve").map(Self.list)
@@ -174,7 +211,7 @@ public struct LocalAlgolia: Sendable {
                 return ok(idx.index.settings(getVersion: version))
             case .facetSearch(let name, let facet):
                 let idx = try authorized(name, credentials)
-                return ok(try idx.index.searchForFacetValues(facet: facet, params: body))
+                return ok(try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(body)))
             case .synonymSearch(let name):
                 let idx = try authorized(name, credentials)
                 var params = SearchIndex.mergedParameters(body)
@@ -204,17 +241,62 @@ public struct LocalAlgolia: Sendable {
 
     private func ok(_ json: JSON) -> HTTPResponse { .json(200, json.serialized()) }
 
-    private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> OfflineIndex {
+    private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> Authorized {
         guard let idx = lookup(name) else {
             throw SearchError(status: 404, message: "Index \(name) does not exist")
         }
         guard let key = credentials.apiKey, credentials.appId != nil, !key.isEmpty else {
             throw SearchError(status: 403, message: "Invalid Application-ID or API key")
         }
-        if let keys = idx.apiKeys, !keys.contains(key) {
+        if let authorize = idx.authorize {
+            guard authorize(credentials) else {
+                throw SearchError(status: 403, message: "Invalid Application-ID or API key")
+            }
+        } else if let keys = idx.apiKeys, !keys.contains(key) {
             throw SearchError(status: 403, message: "Invalid Application-ID or API key")
         }
-        return idx
+        var restrictions = SecuredKey.restrictions(key) ?? JSONObject()
+        if let until = restrictions["validUntil"]?.intValue, Double(until) < Date().timeIntervalSince1970 {
+            throw SearchError(status: 403, message: "The validity of the secured API key has expired")
+        }
+        if let allowed = restrictions["restrictIndices"] {
+            let list = allowed.arrayValue?.compactMap(\.stringValue) ?? Self.list(allowed.stringValue ?? "")
+            guard list.contains(where: { SecuredKey.matches($0, name) }) else {
+                throw SearchError(status: 403, message: "Index not allowed with this API key")
+            }
+        }
+        for k in ["validUntil", "restrictIndices", "restrictSources", "userToken", "referers"] {
+            restrictions[k] = nil
+        }
+        guard let index = idx.index else {
+            throw SearchError(
+                status: 424, message: "upstream unavailable and no offline data for index \(name)")
+        }
+        return Authorized(index: index, restrictions: restrictions)
+    }
+
+    struct Authorized {
+        let index: SearchIndex
+        let restrictions: JSONObject
+
+        /// The request's parameters with the key's restrictions applied: its `filters` are ANDed with the
+        /// request's, its other parameters win.
+        func restrict(_ params: JSON) -> JSON {
+            guard !restrictions.isEmpty else { return params }
+            var merged = SearchIndex.mergedParameters(params)
+            for (key, value) in restrictions {
+                if key == "filters", let extra = value.stringValue, !extra.isEmpty {
+                    if let own = merged["filters"]?.stringValue, !own.isEmpty {
+                        merged["filters"] = .string("(\(own)) AND (\(extra))")
+                    } else {
+                        merged["filters"] = .string(extra)
+                    }
+                } else {
+                    merged[key] = value
+                }
+            }
+            return .object(merged)
+        }
     }
 
     private func queryParams(_ request: HTTPRequest) -> JSON {
@@ -259,13 +341,14 @@ public struct LocalAlgolia: Sendable {
             }
             if item["type"]?.stringValue == "facet", let facet = item["facet"]?.stringValue {
                 params["facet"] = nil
-                results.append(try idx.index.searchForFacetValues(facet: facet, params: .object(params)))
+                results.append(
+                    try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(.object(params))))
                 continue
             }
-            var result = try idx.index.search(.object(params))
+            var result = try idx.index.search(idx.restrict(.object(params)))
             if case .object(var o) = result {
                 o["index"] = .string(name)
-                result = .object(o)
+                result = OriginTag.json(.object(o))
             }
             if stopIfEnough, let nbHits = result["nbHits"]?.intValue,
                 let hpp = result["hitsPerPage"]?.intValue,
@@ -275,7 +358,7 @@ public struct LocalAlgolia: Sendable {
             }
             results.append(result)
         }
-        return ["results": .array(results)]
+        return OriginTag.json(["results": .array(results)])
     }
 
     private func getObjects(_ body: JSON, _ credentials: AlgoliaCredentials) throws -> JSON {
@@ -291,6 +374,6 @@ public struct LocalAlgolia: Sendable {
             let attrs = item["attributesToRetrieve"]?.arrayValue?.compactMap(\.stringValue)
             results.append(idx.index.getObject(id, attributesToRetrieve: attrs) ?? .null)
         }
-        return ["results": .array(results)]
+        return OriginTag.json(["results": .array(results)])
     }
 }

@@ -6,6 +6,7 @@ import JSONCore
 import Logging
 import ODataGateway
 import SearchEngine
+import Storage
 import Upstream
 
 /// The version string reported by `/_mirrorgate/health`, `status` and `--version`.
@@ -26,6 +27,7 @@ public final class Gateway: Sendable {
     let router: Router
     let loop: CurlLoop
     let store: IndexStore?
+    let state: DatabasePool
     let logger: Logger
 
     /// Starts serving. Creates `dataDir` (mode 0700) if needed.
@@ -73,21 +75,54 @@ public final class Gateway: Sendable {
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let store: IndexStore?
+        let state: DatabasePool
         do {
-            store =
-                configuration.algolia.offlineIndices.isEmpty
-                ? nil : try IndexStore(directory: configuration.dataDir)
+            let needsStore =
+                !configuration.algolia.offlineIndices.isEmpty
+                || configuration.algolia.indices.values.contains { $0.mirrored }
+            store = needsStore ? try IndexStore(directory: configuration.dataDir) : nil
+            state = try DatabasePool(path: configuration.dataDir + "/state.sqlite", readers: 1)
         } catch {
             throw GatewayStartError(
-                description: "cannot open the search store in \(configuration.dataDir): \(error)")
+                description: "cannot open the stores in \(configuration.dataDir): \(error)")
         }
         self.store = store
+        self.state = state
         let offline = try OfflineIndexRegistry.load(
             configuration, store: store, logger: Logger(label: "mirrorgate.algolia"))
+        let events = EventBus()
+        if let algolia {
+            algolia.reachability.onChange { up in
+                events.publish("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])
+            }
+        }
+        for s in services {
+            s.reachability.onChange { up in
+                events.publish(
+                    "reachabilityChanged",
+                    ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
+            }
+        }
+        let keys: KeyMemory
+        let mirrors: MirrorCoordinator
+        do {
+            keys = try KeyMemory(pool: state)
+            mirrors = try MirrorCoordinator(
+                configuration: configuration, store: store, state: state, client: client,
+                reachability: algolia?.reachability, events: events, logger: Logger(label: "mirrorgate.sync"))
+        } catch let error as GatewayStartError {
+            throw error
+        } catch {
+            throw GatewayStartError(description: "cannot prepare the mirrored indices: \(error)")
+        }
+        let localPool = WorkerPool(threads: 4, name: "mg-local")
+        let frontend = AlgoliaFrontend(
+            configuration: configuration, forwarder: algolia, offline: offline, mirrors: mirrors, keys: keys,
+            pool: localPool, logger: Logger(label: "mirrorgate.algolia"))
         let router = Router(
-            configuration: configuration, algolia: algolia,
-            local: LocalAlgolia(lookup: { offline.lookup($0) }),
-            odata: services, metrics: metrics, logger: logger)
+            configuration: configuration, algolia: algolia, frontend: frontend, odata: services,
+            events: events,
+            metrics: metrics, logger: logger)
         self.router = router
         self.loop = loop
         let serverConfig = ServerConfiguration(
@@ -116,6 +151,9 @@ public final class Gateway: Sendable {
             }, logger: Logger(label: "mirrorgate.http"))
     }
 
+    /// Starts background work (the sync scheduler) once the server listens.
+    public func startBackground() { router.frontend.mirrors.start() }
+
     /// The port actually bound.
     public var port: UInt16 { server.port }
 
@@ -125,6 +163,7 @@ public final class Gateway: Sendable {
         router.stop()
         loop.stop()
         if let store { try? store.pool.checkpoint() }
+        try? state.checkpoint()
     }
 
     static func prepareDataDir(_ path: String) throws {

@@ -36,28 +36,7 @@ final class OfflineIndexRegistry: Sendable {
                     ])
                 continue
             }
-            var settings: JSON = .object(JSONObject())
-            var records: [JSON] = []
-            if let bootstrap = config.bootstrap {
-                if let file = bootstrap.settings {
-                    settings = try readJSON(configuration.resolve(path: file))
-                    if settings.objectValue == nil {
-                        throw GatewayStartError(description: "\(file): settings must be a JSON object")
-                    }
-                }
-                for file in bootstrap.objects {
-                    let json = try readJSON(configuration.resolve(path: file))
-                    if let array = json.arrayValue {
-                        records += array
-                    } else if let hits = json["hits"]?.arrayValue {
-                        records += hits
-                    } else {
-                        throw GatewayStartError(
-                            description:
-                                "\(file): objects must be a JSON array or a browse response with `hits`")
-                    }
-                }
-            }
+            let (settings, records) = try BootstrapFiles.read(config.bootstrap, configuration)
             var index = SearchIndex(name: name, settings: settings, records: records)
             if let store, config.bootstrap != nil {
                 do {
@@ -77,7 +56,37 @@ final class OfflineIndexRegistry: Sendable {
         return OfflineIndexRegistry(built)
     }
 
-    private static func readJSON(_ path: String) throws -> JSON {
+}
+
+/// Reads the files of a `bootstrap:` (a settings object, object files that are arrays or browse answers).
+enum BootstrapFiles {
+    static func read(_ bootstrap: AlgoliaBootstrap?, _ configuration: MirrorgateConfiguration) throws -> (
+        JSON, [JSON]
+    ) {
+        var settings: JSON = .object(JSONObject())
+        var records: [JSON] = []
+        guard let bootstrap else { return (settings, records) }
+        if let file = bootstrap.settings {
+            settings = try readJSON(configuration.resolve(path: file))
+            if settings.objectValue == nil {
+                throw GatewayStartError(description: "\(file): settings must be a JSON object")
+            }
+        }
+        for file in bootstrap.objects {
+            let json = try readJSON(configuration.resolve(path: file))
+            if let array = json.arrayValue {
+                records += array
+            } else if let hits = json["hits"]?.arrayValue {
+                records += hits
+            } else {
+                throw GatewayStartError(
+                    description: "\(file): objects must be a JSON array or a browse response with `hits`")
+            }
+        }
+        return (settings, records)
+    }
+
+    static func readJSON(_ path: String) throws -> JSON {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw GatewayStartError(description: "cannot read bootstrap file \(path)")
         }

@@ -13,20 +13,22 @@ import Upstream
 final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaForwarder?
-    let local: LocalAlgolia
+    let frontend: AlgoliaFrontend
     let odata: [ODataForwarder]
+    let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
     private let allowedOrigins: Set<String>
     private let startedAt = Date()
 
     init(
-        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, local: LocalAlgolia,
-        odata: [ODataForwarder], metrics: GatewayMetrics, logger: Logger
+        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, frontend: AlgoliaFrontend,
+        odata: [ODataForwarder], events: EventBus, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.algolia = algolia
-        self.local = local
+        self.frontend = frontend
+        self.events = events
         self.odata = odata
         self.metrics = metrics
         self.logger = logger
@@ -34,6 +36,7 @@ final class Router: HTTPHandler {
     }
 
     func stop() {
+        frontend.mirrors.stop()
         algolia?.reachability.stop()
         for s in odata { s.reachability.stop() }
     }
@@ -88,13 +91,9 @@ final class Router: HTTPHandler {
         }
     }
 
-    /// Everything but local search is non-blocking (forwarding runs on the curl loop) and runs inline;
-    /// local answers (CPU work) go to the worker pool.
+    /// Nothing blocks here: forwarding runs on the curl loop and local answers (CPU work) are handed to
+    /// the local worker pool, so every request is routed on the polling thread.
     func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool {
-        if case .algolia = route(request.path), request.method != "OPTIONS" {
-            let r = AlgoliaRoute.parse(method: request.method, path: request.path)
-            if local.handles(r, body: request.body) { return false }
-        }
         handle(request, responder)
         return true
     }
@@ -114,19 +113,7 @@ final class Router: HTTPHandler {
         }
         switch r {
         case .algolia:
-            let algoliaRoute = AlgoliaRoute.parse(method: request.method, path: request.path)
-            if local.handles(algoliaRoute, body: request.body) {
-                out.respond(local.answer(request, route: algoliaRoute))
-                return
-            }
-            guard let algolia else {
-                out.respond(
-                    AlgoliaError.response(
-                        configuration.algolia.unavailableStatus,
-                        "upstream unavailable: no Algolia host configured (algolia.hosts or algolia.appId)"))
-                return
-            }
-            algolia.forward(request, out)
+            frontend.handle(request, out)
         case .odata(let service):
             service.forward(request, out)
         case .admin:
@@ -177,6 +164,19 @@ final class Router: HTTPHandler {
             out.respond(.json(200, #"{"status":"ok","version":"\#(mirrorgateVersion)"}"#))
         case ("GET", "/_mirrorgate/status"):
             out.respond(.json(200, status().serialized()))
+        case ("GET", "/_mirrorgate/events"):
+            let stream = ResponseStream(timeout: .seconds(86400 * 365))
+            out.respond(
+                HTTPResponse(
+                    status: 200,
+                    headers: ["Content-Type": "text/event-stream", "Cache-Control": "no-store"],
+                    body: .stream(stream)))
+            stream.write(Array(": mirrorgate events\n\n".utf8))
+            _ = events.subscribe { text in stream.writeNonBlocking(Array(text.utf8)) }
+        case ("POST", _) where path.hasPrefix("/_mirrorgate/algolia/indices/") && path.hasSuffix("/sync"):
+            let name = FormDecoding.percentDecode(
+                path.dropFirst("/_mirrorgate/algolia/indices/".count).dropLast("/sync".count))
+            sync(name, wait: request.queryValue("wait") == "true", target: request.target, out)
         case (_, "/_mirrorgate/health"), (_, "/_mirrorgate/status"):
             out.respond(
                 errorResponse(405, "method \(request.method) not allowed on \(path)", target: request.target))
@@ -184,6 +184,31 @@ final class Router: HTTPHandler {
             out.respond(
                 errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
         }
+    }
+
+    private func sync(_ name: String, wait: Bool, target: String, _ out: any Responder) {
+        guard let mirror = frontend.mirrors.mirrors[name] else {
+            out.respond(errorResponse(404, "no mirrored index named \(name)", target: target))
+            return
+        }
+        var completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)?
+        if wait {
+            completion = { result in
+                switch result {
+                case .success(let stats):
+                    out.respond(.json(200, stats.json.serialized()))
+                case .failure(let error):
+                    let body: JSON = ["message": .string(error.description)]
+                    out.respond(.json(502, body.serialized()))
+                }
+            }
+        }
+        let started = frontend.mirrors.launch(mirror, completion: completion)
+        guard started else {
+            out.respond(errorResponse(409, "a sync of \(name) is already running", target: target))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
     }
 
     private func status() -> JSON {
@@ -198,6 +223,17 @@ final class Router: HTTPHandler {
         result["version"] = .string(mirrorgateVersion)
         result["startedAt"] = .string(iso8601(startedAt))
         result["upstreams"] = .object(upstreams)
+        var indices = JSONObject()
+        for (name, mirror) in frontend.mirrors.mirrors.sorted(by: { $0.key < $1.key }) {
+            indices[name] = mirror.status()
+        }
+        for name in frontend.offline.names {
+            let count = frontend.offline.lookup(name)?.index?.objectCount ?? 0
+            indices[name] = [
+                "mirrored": false, "hasOfflineData": .bool(count > 0), "objects": .int(Int64(count)),
+            ]
+        }
+        result["algolia"] = ["indices": .object(indices)]
         return .object(result)
     }
 

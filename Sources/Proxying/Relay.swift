@@ -74,6 +74,8 @@ public final class RelayTransfer: TransferSink {
         public var adjustHeaders: (inout HTTPHeaders) -> Void = { _ in }
         /// Whole-body transformation (small bodies).
         public var transform: (([UInt8]) -> [UInt8])?
+        /// Applies the transformations only for statuses it accepts (all when nil).
+        public var transformIf: ((Int) -> Bool)?
         /// Piecewise transformation (streamed bodies).
         public var makeStreamTransform: (() -> any StreamTransform)?
         /// Creates default options.
@@ -119,7 +121,7 @@ public final class RelayTransfer: TransferSink {
         let s = ResponseStream(timeout: options.streamTimeout, highWater: 16 << 20)
         var h = HopByHop.responseHeaders(headers)
         options.adjustHeaders(&h)
-        streamTransform = options.makeStreamTransform?()
+        if options.transformIf?(status) ?? true { streamTransform = options.makeStreamTransform?() }
         stream = s
         responder.respond(HTTPResponse(status: status, headers: h, body: .stream(s)))
         let out = streamTransform?.feed(buffer) ?? buffer
@@ -149,7 +151,7 @@ public final class RelayTransfer: TransferSink {
         }
         var h = HopByHop.responseHeaders(headers)
         options.adjustHeaders(&h)
-        let out = options.transform?(buffer) ?? buffer
+        let out = (options.transformIf?(status) ?? true) ? (options.transform?(buffer) ?? buffer) : buffer
         responder.respond(HTTPResponse(status: status, headers: h, body: .bytes(out)))
         completion(.relayed(status: status))
     }

@@ -100,6 +100,7 @@ struct Serve: ParsableCommand {
             return s
         }
         let gateway = try Gateway(configuration: config, logger: logger)
+        gateway.startBackground()
         logger.notice(
             "mirrorgate \(mirrorgateVersion) listening",
             metadata: [

@@ -1,0 +1,332 @@
+import AlgoliaGateway
+import Dispatch
+import Foundation
+import GatewayConfig
+import HTTPServer
+import JSONCore
+import Logging
+import SearchEngine
+import Synchronization
+import Upstream
+
+/// Everything under `/1/`: offline indices answered locally; mirrored indices by their request strategy
+/// (forward, fall back to the local mirror on failure or timeout, preventive NDJSON streams); anything
+/// else forwarded unchanged. Never answers a 5xx.
+final class AlgoliaFrontend: Sendable {
+    let configuration: MirrorgateConfiguration
+    let forwarder: AlgoliaForwarder?
+    let offline: OfflineIndexRegistry
+    let mirrors: MirrorCoordinator
+    let keys: KeyMemory
+    let pool: WorkerPool
+    let logger: Logger
+    private let offlineLocal: LocalAlgolia
+    private let mirrorLocal: LocalAlgolia
+
+    init(
+        configuration: MirrorgateConfiguration, forwarder: AlgoliaForwarder?, offline: OfflineIndexRegistry,
+        mirrors: MirrorCoordinator, keys: KeyMemory, pool: WorkerPool, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.forwarder = forwarder
+        self.offline = offline
+        self.mirrors = mirrors
+        self.keys = keys
+        self.pool = pool
+        self.logger = logger
+        offlineLocal = LocalAlgolia(lookup: { offline.lookup($0) })
+        let appId = configuration.algolia.appId
+        let mirrorMap = mirrors.mirrors
+        mirrorLocal = LocalAlgolia(lookup: { name in
+            if let o = offline.lookup(name) { return o }
+            guard let m = mirrorMap[name] else { return nil }
+            return OfflineIndex(
+                index: m.current, apiKeys: nil,
+                authorize: { creds in
+                    guard let appId, creds.appId == appId, let key = creds.apiKey else { return false }
+                    return keys.isAccepted(appId: appId, index: name, key: key)
+                })
+        })
+    }
+
+    private static let localRoutes: Set<String> = [
+        "search", "multiQuery", "browse", "getObject", "getObjects", "getSettings", "facetSearch",
+        "synonymSearch",
+    ]
+
+    private func kind(_ route: AlgoliaRoute) -> String {
+        switch route {
+        case .search: "search"
+        case .multiQuery: "multiQuery"
+        case .browse: "browse"
+        case .getObject: "getObject"
+        case .getObjects: "getObjects"
+        case .getSettings: "getSettings"
+        case .facetSearch: "facetSearch"
+        case .synonymSearch: "synonymSearch"
+        default: "other"
+        }
+    }
+
+    /// Handles one request; never blocks (local work goes to the pool, upstream work to the curl loop).
+    func handle(_ request: HTTPRequest, _ out: any Responder) {
+        let route = AlgoliaRoute.parse(method: request.method, path: request.path)
+        let names: [String] =
+            route.index.map { [$0] }
+            ?? ((route == .multiQuery || route == .getObjects) ? Self.indexNames(request.body) : [])
+        if !names.isEmpty && names.allSatisfy({ offline.lookup($0) != nil }) {
+            pool.submit { out.respond(self.offlineLocal.answer(request, route: route)) }
+            return
+        }
+        let mirrored = names.filter { mirrors.mirrors[$0] != nil }
+        let localCapable =
+            !mirrored.isEmpty && Self.localRoutes.contains(kind(route))
+            && names.allSatisfy { offline.lookup($0) != nil || mirrors.mirrors[$0] != nil }
+        for name in mirrored { mirrors.mirrors[name]?.touch() }
+        guard localCapable else {
+            forward(request, out, mirrored: mirrored, tag: false, onUnavailable: nil)
+            return
+        }
+        let first = mirrors.mirrors[mirrored[0]]!.settings
+        let requested = request.headers["X-Mirrorgate-Strategy"].flatMap {
+            MirrorSettings.Strategy(rawValue: $0)
+        }
+        let wantsStream =
+            requested == .preventive || (request.headers["Accept"]?.contains("application/x-ndjson") ?? false)
+        let strategy = requested ?? first.strategy
+        let tag = ["search", "multiQuery", "getObjects"].contains(kind(route))
+        let reachable = forwarder?.reachability.isReachable ?? false
+        if wantsStream && kind(route) == "search" || wantsStream && kind(route) == "multiQuery" {
+            preventive(
+                request, out, route: route, mirrored: mirrored, delay: first.preventiveDelay,
+                reachable: reachable)
+            return
+        }
+        switch strategy {
+        case .offlineOnly:
+            answerLocally(request, route, out)
+        case .onlineOnly:
+            forward(request, out, mirrored: mirrored, tag: tag, onUnavailable: nil)
+        case .fallbackOnFailure, .fallbackOnTimeout, .preventive:
+            if !reachable || forwarder == nil {
+                answerLocally(request, route, out)
+                return
+            }
+            if route == .browse(index: mirrored[0]), Self.isLocalCursor(request) {
+                answerLocally(request, route, out)
+                return
+            }
+            let race = FirstWins(out)
+            forward(request, race, mirrored: mirrored, tag: tag) { [self] in
+                answerLocally(request, route, race)
+            }
+            if strategy != .fallbackOnFailure {
+                let wait = strategy == .preventive ? first.preventiveDelay : first.offlineFallbackTimeout
+                DispatchQueue.global().asyncAfter(deadline: .now() + wait.seconds) { [self] in
+                    if !race.isAnswered { answerLocally(request, route, race) }
+                }
+            }
+        }
+    }
+
+    static func indexNames(_ body: [UInt8]) -> [String] {
+        guard let json = try? JSON.parse(body), let requests = json["requests"]?.arrayValue else { return [] }
+        return requests.compactMap { $0["indexName"]?.stringValue }
+    }
+
+    /// A browse cursor the local engine issued (base64 of a JSON object with a generation).
+    static func isLocalCursor(_ request: HTTPRequest) -> Bool {
+        let cursor =
+            request.queryValue("cursor")
+            ?? (try? JSON.parse(request.body))?["cursor"]?.stringValue
+        guard let cursor, !cursor.isEmpty else { return false }
+        var b64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        b64 += String(repeating: "=", count: (4 - b64.count % 4) % 4)
+        guard let data = Data(base64Encoded: b64), let json = try? JSON.parse([UInt8](data)) else {
+            return false
+        }
+        return json["g"] != nil && json["o"] != nil
+    }
+
+    private func answerLocally(_ request: HTTPRequest, _ route: AlgoliaRoute, _ out: any Responder) {
+        pool.submit { out.respond(self.mirrorLocal.answer(request, route: route)) }
+    }
+
+    private func forward(
+        _ request: HTTPRequest, _ out: any Responder, mirrored: [String], tag: Bool,
+        onUnavailable: (() -> Void)?
+    ) {
+        guard let forwarder else {
+            if let onUnavailable { return onUnavailable() }
+            out.respond(
+                AlgoliaError.response(
+                    configuration.algolia.unavailableStatus,
+                    "upstream unavailable: no Algolia host configured (algolia.hosts or algolia.appId)"))
+            return
+        }
+        var hooks = AlgoliaForwarder.Hooks()
+        hooks.originHeader = !mirrored.isEmpty
+        hooks.tagBody = tag
+        hooks.onUnavailable = onUnavailable
+        if !mirrored.isEmpty, let appId = configuration.algolia.appId {
+            let credentials = AlgoliaCredentials(request)
+            let keys = self.keys
+            hooks.onRelayed = { status in
+                guard (200..<300).contains(status), credentials.appId == appId, let key = credentials.apiKey
+                else {
+                    return
+                }
+                for name in mirrored { keys.accept(appId: appId, index: name, key: key) }
+            }
+        }
+        forwarder.forward(request, out, hooks: hooks)
+    }
+
+    // MARK: preventive offline search
+
+    private func preventive(
+        _ request: HTTPRequest, _ out: any Responder, route: AlgoliaRoute, mirrored: [String],
+        delay: Duration,
+        reachable: Bool
+    ) {
+        let timeout = configuration.algolia.timeout + delay + .seconds(2)
+        let stream = ResponseStream(timeout: timeout)
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/x-ndjson")
+        headers.add("X-Mirrorgate-Origin", reachable ? "remote" : "local")
+        headers.add("Cache-Control", "no-store")
+        out.respond(HTTPResponse(status: 200, headers: headers, body: .stream(stream)))
+        let state = PreventiveState(stream: stream)
+        let localLine: @Sendable () -> [UInt8] = { [self] in
+            let r = mirrorLocal.answer(request, route: route)
+            guard case .bytes(let body) = r.body else { return [] }
+            if r.status == 200 { return body + [0x0A] }
+            let message = (try? JSON.parse(body))?["message"]?.stringValue ?? "local answer failed"
+            let line: JSON = [
+                "origin": "local", "status": .int(Int64(r.status)), "message": .string(message),
+            ]
+            return line.serializedBytes() + [0x0A]
+        }
+        if !reachable || forwarder == nil {
+            pool.submit {
+                stream.write(localLine())
+                stream.finish()
+            }
+            return
+        }
+        let capture = CaptureResponder { response in
+            var line: [UInt8]
+            if case .bytes(let body) = response.body, (200..<300).contains(response.status) {
+                line = body
+            } else {
+                var message = "upstream answered \(response.status)"
+                if case .bytes(let body) = response.body,
+                    let m = (try? JSON.parse(body))?["message"]?.stringValue
+                {
+                    message = m
+                }
+                let status =
+                    (400..<500).contains(response.status)
+                    ? response.status : self.configuration.algolia.unavailableStatus
+                let j: JSON = [
+                    "origin": "remote", "status": .int(Int64(status)), "message": .string(message),
+                ]
+                line = j.serializedBytes()
+            }
+            state.remote(line + [0x0A])
+        }
+        forward(request, capture, mirrored: mirrored, tag: true) { [self] in
+            let j: JSON = [
+                "origin": "remote", "status": .int(Int64(configuration.algolia.unavailableStatus)),
+                "message": "upstream unavailable",
+            ]
+            state.remote(j.serializedBytes() + [0x0A])
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay.seconds) { [self] in
+            guard state.delayExpired() else { return }
+            pool.submit { state.local(localLine()) }
+        }
+    }
+}
+
+/// Lets only the first of several racing answers through.
+final class FirstWins: Responder, Sendable {
+    private let inner: any Responder
+    private let answered = Atomic<Bool>(false)
+    init(_ inner: any Responder) { self.inner = inner }
+    var isAnswered: Bool { answered.load(ordering: .acquiring) }
+    func respond(_ response: HTTPResponse) -> Bool {
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        return inner.respond(response)
+    }
+}
+
+/// Receives a response as a value (a whole body; a streamed one is refused).
+final class CaptureResponder: Responder, Sendable {
+    private let body: @Sendable (HTTPResponse) -> Void
+    init(_ body: @escaping @Sendable (HTTPResponse) -> Void) { self.body = body }
+    func respond(_ response: HTTPResponse) -> Bool {
+        if case .stream(let s) = response.body {
+            s.finish()
+            body(
+                HTTPResponse(
+                    status: 424,
+                    body: .bytes(
+                        Array(#"{"message":"remote answer too large for a preventive stream"}"#.utf8))))
+            return false
+        }
+        body(response)
+        return true
+    }
+}
+
+/// The order of a preventive stream: remote alone if it comes before the delay; else the local line
+/// at the delay, then the remote line (or its error); then the end.
+final class PreventiveState: Sendable {
+    private enum Phase { case waiting, localPending, localSent, done }
+    private struct S {
+        var phase = Phase.waiting
+        var heldRemote: [UInt8]?
+    }
+    private let s = Mutex(S())
+    private let stream: ResponseStream
+    init(stream: ResponseStream) { self.stream = stream }
+
+    /// The delay expired: true if the local line should be computed now.
+    func delayExpired() -> Bool {
+        s.withLock { st in
+            guard st.phase == .waiting else { return false }
+            st.phase = .localPending
+            return true
+        }
+    }
+
+    func local(_ line: [UInt8]) {
+        s.withLock { st in
+            guard st.phase == .localPending else { return }
+            stream.write(line)
+            if let held = st.heldRemote {
+                stream.write(held)
+                stream.finish()
+                st.phase = .done
+            } else {
+                st.phase = .localSent
+            }
+        }
+    }
+
+    func remote(_ line: [UInt8]) {
+        s.withLock { st in
+            switch st.phase {
+            case .waiting, .localSent:
+                st.phase = .done
+                stream.write(line)
+                stream.finish()
+            case .localPending:
+                st.heldRemote = line
+            case .done:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import AlgoliaGateway
+import Foundation
+import GatewayConfig
+import JSONCore
+import Logging
+import SearchEngine
+import Storage
+import Synchronization
+import Upstream
+
+/// Keeps the mirrored Algolia indices (`algolia.indices.NAME` with `mirrored: true`) in sync: loads each
+/// stored version at start (or builds it from its bootstrap files), syncs at start when due, on schedule,
+/// when the upstream becomes reachable again, and on admin request; never two syncs of one index at once.
+/// A failed sync leaves the previous version answering and retries with backoff and jitter.
+final class MirrorCoordinator: Sendable {
+    let mirrors: [String: MirroredIndex]
+    private let store: IndexStore?
+    private let state: DatabasePool?
+    private let fetcher: MirrorFetcher?
+    private let reachability: ReachabilityTracker?
+    private let events: EventBus
+    private let logger: Logger
+    private let stopped = Atomic<Bool>(false)
+
+    init(
+        configuration: MirrorgateConfiguration, store: IndexStore?, state: DatabasePool?,
+        client: UpstreamClient,
+        reachability: ReachabilityTracker?, events: EventBus, logger: Logger
+    ) throws {
+        self.store = store
+        self.state = state
+        self.reachability = reachability
+        self.events = events
+        self.logger = logger
+        let a = configuration.algolia
+        if let appId = a.appId, let apiKey = a.apiKey, !a.effectiveHosts.isEmpty {
+            fetcher = MirrorFetcher(
+                hosts: a.effectiveHosts.map {
+                    AlgoliaGateway.AlgoliaHost(
+                        url: $0.url, accept: .init(rawValue: $0.accept.rawValue) ?? .readWrite)
+                },
+                appId: appId, apiKey: apiKey, connectTimeout: a.connectTimeout,
+                callTimeout: max(a.timeout, .seconds(30)), client: client)
+        } else {
+            fetcher = nil
+        }
+        var saved: [String: (Double, String)] = [:]
+        if let state {
+            try state.write { db in
+                try db.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS mg_mirror_state (
+                        name TEXT PRIMARY KEY, last_success REAL, fingerprint TEXT)
+                    """)
+            }
+            try state.read { db in
+                for row in try db.query("SELECT name, last_success, fingerprint FROM mg_mirror_state") {
+                    if let n = row[0].string { saved[n] = (row[1].double ?? 0, row[2].string ?? "") }
+                }
+            }
+        }
+        var built: [String: MirroredIndex] = [:]
+        for (name, index) in a.indices.sorted(by: { $0.key < $1.key }) where index.mirrored {
+            let policy = configuration.policy(named: index.policy)
+            let selections = index.dataSelectionQueries.map { q -> DataSelection in
+                var params = JSONObject()
+                if let text = q.params {
+                    params = JSON.parseAlgoliaParams(text)
+                } else if let text = q.queryJSON, let parsed = try? JSON.parse(text),
+                    let o = parsed.objectValue
+                {
+                    params = o
+                }
+                return DataSelection(parameters: params, maxObjects: q.maxObjects)
+            }
+            let settings = MirrorSettings(
+                name: name, strategy: .init(rawValue: index.requestStrategy.rawValue) ?? .fallbackOnFailure,
+                offlineFallbackTimeout: index.offlineFallbackTimeout,
+                preventiveDelay: index.preventiveOfflineSearchDelay, selections: selections,
+                delayBetweenSyncs: min(index.delayBetweenSyncs, policy.idleInterval),
+                retryInitial: policy.retry.initial, retryMax: policy.retry.max)
+            var current = try? store?.load(name: name)
+            if current == nil, index.bootstrap != nil {
+                let (s, records) = try BootstrapFiles.read(index.bootstrap, configuration)
+                var made = SearchIndex(name: name, settings: s, records: records)
+                if let store { made = (try? store.save(made)) ?? made }
+                current = made
+                logger.info(
+                    "mirror bootstrapped from files",
+                    metadata: ["index": "\(name)", "objects": "\(made.objectCount)"])
+            }
+            let last = saved[name].map { Date(timeIntervalSince1970: $0.0) }
+            built[name] = MirroredIndex(
+                settings: settings, current: current, lastSuccessfulSyncAt: current == nil ? nil : last,
+                fingerprint: saved[name]?.1)
+        }
+        mirrors = built
+    }
+
+    /// Starts the scheduler thread (checks every 250 ms what is due).
+    func start() {
+        guard !mirrors.isEmpty, fetcher != nil else { return }
+        let thread = Thread { [self] in
+            while !self.stopped.load(ordering: .relaxed) {
+                for mirror in self.mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
+                where mirror.isSyncDue() && (self.reachability?.isReachable ?? true) {
+                    self.launch(mirror)
+                }
+                usleep(250_000)
+            }
+        }
+        thread.name = "mg-sync-scheduler"
+        thread.start()
+    }
+
+    func stop() { stopped.store(true, ordering: .relaxed) }
+
+    /// Starts a sync in the background; false if one is running.
+    @discardableResult
+    func launch(
+        _ mirror: MirroredIndex, completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)? = nil
+    ) -> Bool {
+        guard mirror.beginSync() else { return false }
+        let thread = Thread { [self] in
+            let result = self.run(mirror)
+            completion?(result)
+        }
+        thread.name = "mg-sync-\(mirror.settings.name)"
+        thread.start()
+        return true
+    }
+
+    private func run(_ mirror: MirroredIndex) -> Result<SyncStats, SyncError> {
+        let name = mirror.settings.name
+        events.publish("syncDidStart", ["index": .string(name)])
+        let start = ContinuousClock.now
+        guard let fetcher else {
+            let error = SyncError(description: "algolia.appId, apiKey and hosts are needed to sync")
+            mirror.endSync(.failure(error))
+            return .failure(error)
+        }
+        do {
+            let fetched = try fetcher.fetch(mirror.settings)
+            let fetchDone = ContinuousClock.now
+            events.publish("buildDidStart", ["index": .string(name)])
+            var index = SearchIndex(
+                name: name, settings: fetched.settings, synonyms: fetched.synonyms, records: fetched.records)
+            if let store {
+                do {
+                    index = try store.save(index)
+                } catch {
+                    throw SyncError(description: "storing the new version failed: \(error)")
+                }
+            }
+            let end = ContinuousClock.now
+            let stats = SyncStats(
+                objects: index.objectCount, pages: fetched.pages,
+                fetchMs: Int((fetchDone - start).seconds * 1000),
+                buildMs: Int((end - fetchDone).seconds * 1000), durationMs: Int((end - start).seconds * 1000))
+            events.publish(
+                "buildDidFinish", ["index": .string(name), "objects": .int(Int64(index.objectCount))])
+            mirror.endSync(.success((index, stats)))
+            try? state?.write { db in
+                try db.run(
+                    "INSERT OR REPLACE INTO mg_mirror_state (name, last_success, fingerprint) VALUES (?, ?, ?)",
+                    [
+                        SQLValue.text(name), SQLValue.real(Date().timeIntervalSince1970),
+                        SQLValue.text(mirror.settings.selectionFingerprint),
+                    ])
+            }
+            var details = stats.json.objectValue ?? JSONObject()
+            details["index"] = .string(name)
+            events.publish("syncDidFinish", .object(details))
+            logger.info(
+                "sync finished",
+                metadata: ["index": "\(name)", "objects": "\(stats.objects)", "ms": "\(stats.durationMs)"])
+            return .success(stats)
+        } catch let error as SyncError {
+            mirror.endSync(.failure(error))
+            events.publish("syncDidFinish", ["index": .string(name), "error": .string(error.description)])
+            logger.warning("sync failed", metadata: ["index": "\(name)", "error": "\(error)"])
+            return .failure(error)
+        } catch {
+            let e = SyncError(description: "\(error)")
+            mirror.endSync(.failure(e))
+            return .failure(e)
+        }
+    }
+}
+
+/// Server-Sent Events of the gateway (`GET /_mirrorgate/events`): every subscriber gets each event
+/// published after it subscribed, in order.
+final class EventBus: Sendable {
+    private let subscribers = Mutex<[UInt64: @Sendable (String) -> Bool]>([:])
+    private let nextID = Atomic<UInt64>(0)
+
+    /// Publishes `name` with `data`; subscribers whose sink refuses are dropped.
+    func publish(_ name: String, _ data: JSON) {
+        var payload = data.objectValue ?? JSONObject()
+        payload["at"] = .string(ISO8601DateFormatter().string(from: Date()))
+        let text = "event: \(name)\ndata: \(JSON.object(payload).serialized())\n\n"
+        let sinks = subscribers.withLock { $0 }
+        for (id, sink) in sinks where !sink(text) {
+            _ = subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+    }
+
+    /// Adds a subscriber; returns its id.
+    func subscribe(_ sink: @escaping @Sendable (String) -> Bool) -> UInt64 {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        subscribers.withLock { $0[id] = sink }
+        return id
+    }
+
+    func unsubscribe(_ id: UInt64) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
+}
