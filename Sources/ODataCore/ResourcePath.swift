@@ -400,3 +400,38 @@ private struct Resolver {
         return type.qualifiedName
     }
 }
+
+extension EdmOperationImport {
+    /// Typed parameters of a V2 function import, read from the request's custom query options
+    /// (`sum?A=1&B=2`); each value must be a literal of the declared type. Unknown names are ignored (they may
+    /// be other custom options such as `sap-client`); a missing non-nullable parameter is an error.
+    public func parameterValues(from custom: [ODataQueryParameter], model: EdmModel) throws(ODataError)
+        -> [ODataKeyValue]
+    {
+        var values: [ODataKeyValue] = []
+        for parameter in parameters {
+            guard let given = custom.first(where: { $0.name == parameter.name }) else {
+                if !parameter.nullable {
+                    throw ODataError(.query, "the parameter '\(parameter.name)' of '\(name)' is missing")
+                }
+                continue
+            }
+            let literal: ODataLiteral
+            do {
+                literal = try ODataLiteral.parse(given.value, version: model.version)
+            } catch {
+                throw ODataError(
+                    .query, "the parameter '\(parameter.name)' of '\(name)': \(error.message)",
+                    segment: parameter.name)
+            }
+            guard literal.conforms(to: parameter.type, in: model) else {
+                throw ODataError(
+                    .query,
+                    "the parameter '\(parameter.name)' of '\(name)' must be a \(parameter.type) literal",
+                    segment: parameter.name)
+            }
+            values.append(ODataKeyValue(name: parameter.name, value: literal))
+        }
+        return values
+    }
+}

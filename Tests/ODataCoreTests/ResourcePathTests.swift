@@ -143,3 +143,36 @@ import Testing
         #expect(error("Customers/Orders") != nil)
     }
 }
+
+@Suite struct RobustnessTests {
+    @Test func v2FunctionImportParameters() throws {
+        let sap = Fixtures.sapV2Model
+        let sum = try #require(sap.operationImport(named: "sum"))
+        let options = try ODataQueryOptions.parse(rawQuery: "A=1&B=2&sap-client=100", version: .v2)
+        #expect(
+            try sum.parameterValues(from: options.custom, model: sap) == [
+                .init(name: "A", value: .integer(1)), .init(name: "B", value: .integer(2)),
+            ])
+        let bad = try ODataQueryOptions.parse(rawQuery: "A='x'&B=2", version: .v2)
+        #expect(throws: ODataError.self) { try sum.parameterValues(from: bad.custom, model: sap) }
+    }
+
+    @Test func garbagePathsQueriesAndLiteralsNeverCrash() {
+        var generator = SplitMix(seed: 7)
+        let alphabet = Array("()'%27%28%2F,=/$abcCustomersOrders0123456789.+-&:;*".unicodeScalars)
+        let model = Fixtures.northwindV4Model
+        for _ in 0..<3_000 {
+            var text = ""
+            for _ in 0..<(generator.next() % 30) {
+                text.unicodeScalars.append(alphabet[Int(generator.next() % UInt64(alphabet.count))])
+            }
+            _ = try? ODataResourcePath.parse(text, model: model)
+            _ = try? ODataResourcePath.parse("Customers" + text, model: model)
+            _ = try? ODataQueryOptions.parse(rawQuery: text, version: .v4)
+            _ = try? ODataQueryOptions.parse(rawQuery: "$expand=" + text, version: .v2)
+            _ = try? ODataLiteral.parse(text)
+        }
+        let deepPath = String(repeating: "Orders(1)/Customer/", count: 500) + "Orders"
+        #expect((try? ODataResourcePath.parse(deepPath, model: model)) != nil)
+    }
+}
