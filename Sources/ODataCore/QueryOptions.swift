@@ -386,3 +386,72 @@ extension ODataExpandItem {
         }
     }
 }
+
+extension ODataQueryOptions {
+    /// Checks `$select`, `$expand` (with nested options) and parses `$filter`/`$orderby` against the model
+    /// for a result of `entityType`; the first problem is thrown as ``ODataError`` naming the option.
+    public func validate(against model: EdmModel, entityType: String) throws(ODataError) {
+        let parser = ODataFilterParser(model: model, entityType: entityType)
+        if let filter { _ = try parser.parseFilter(filter) }
+        if let orderBy { _ = try parser.parseOrderBy(orderBy) }
+        try Self.validate(select: select, expand: expand, model: model, entityType: entityType)
+    }
+
+    static func validate(
+        select: [ODataSelectItem]?, expand: [ODataExpandItem]?, model: EdmModel, entityType: String
+    ) throws(ODataError) {
+        for item in select ?? [] where !item.isWildcard {
+            var type = entityType
+            for (index, name) in item.path.enumerated() {
+                if let property = model.property(named: name, in: type) {
+                    type = property.type.name
+                } else if let nav = model.navigationProperty(named: name, in: type) {
+                    type = nav.target
+                } else if let cast = model.structuredType(name),
+                    model.isType(cast.qualifiedName, derivedFrom: type)
+                {
+                    type = cast.qualifiedName
+                } else if index == item.path.count - 1, name.hasSuffix(".*") {
+                    continue
+                } else if model.typeHierarchy(of: type).contains(where: \.isOpen) {
+                    break
+                } else {
+                    throw ODataError(
+                        .query, "$select: '\(name)' is not a property of '\(type)'", segment: "$select")
+                }
+            }
+        }
+        for item in expand ?? [] where !item.isWildcard {
+            var type = entityType
+            var reachedNavigation = false
+            for name in item.path {
+                if let nav = model.navigationProperty(named: name, in: type) {
+                    type = nav.target
+                    reachedNavigation = true
+                } else if let property = model.property(named: name, in: type), !reachedNavigation,
+                    model.structuredType(property.type.name) != nil
+                {
+                    type = property.type.name
+                } else if let cast = model.structuredType(name),
+                    model.isType(cast.qualifiedName, derivedFrom: type)
+                {
+                    type = cast.qualifiedName
+                } else {
+                    throw ODataError(
+                        .query, "$expand: '\(name)' is not a navigation property of '\(type)'",
+                        segment: "$expand")
+                }
+            }
+            guard reachedNavigation else {
+                throw ODataError(
+                    .query,
+                    "$expand: '\(item.path.joined(separator: "/"))' does not lead to a navigation property",
+                    segment: "$expand")
+            }
+            let parser = ODataFilterParser(model: model, entityType: type)
+            if let filter = item.filter { _ = try parser.parseFilter(filter) }
+            if let orderBy = item.orderBy { _ = try parser.parseOrderBy(orderBy) }
+            try validate(select: item.select, expand: item.expand, model: model, entityType: type)
+        }
+    }
+}

@@ -90,3 +90,44 @@ import Testing
         #expect(try parse("$expand=Address/Country").expand?.first?.path == ["Address", "Country"])
     }
 }
+
+@Suite struct QueryOptionsValidationTests {
+    let model = Fixtures.northwindV4Model
+
+    func validate(_ query: String, _ type: String = "NorthwindModel.Customer", _ version: ODataVersion = .v4)
+        throws
+    {
+        let options = try ODataQueryOptions.parse(rawQuery: query, version: version)
+        try options.validate(against: version == .v2 ? Fixtures.northwindV2Model : model, entityType: type)
+    }
+
+    @Test func validOptions() throws {
+        try validate("$select=CompanyName,Address/City,*&$filter=City eq 'Berlin'&$orderby=CompanyName desc")
+        try validate(
+            "$expand=Orders($filter=Freight gt 5;$select=OrderID;$expand=Order_Details($orderby=Quantity))")
+        try validate(
+            "$expand=Orders/Order_Details/Product,Orders/Employee&$select=Orders/Freight",
+            "NorthwindModel.Customer", .v2)
+    }
+
+    @Test func invalidOptionsNameTheProblem() {
+        func message(_ query: String) -> String? {
+            do {
+                try validate(query)
+                return nil
+            } catch let error as ODataError {
+                return error.message
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(message("$select=Nope") == "$select: 'Nope' is not a property of 'NorthwindModel.Customer'")
+        #expect(message("$expand=CompanyName")?.contains("not a navigation property") == true)
+        #expect(message("$expand=Address")?.contains("does not lead to a navigation property") == true)
+        #expect(
+            message("$expand=Orders($filter=Nope eq 1)")
+                == "'Nope' is not a property of 'NorthwindModel.Order'")
+        #expect(message("$filter=Freight gt 1")?.contains("Freight") == true)
+        #expect(message("$orderby=Nope")?.contains("Nope") == true)
+    }
+}
