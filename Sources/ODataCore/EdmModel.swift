@@ -217,6 +217,7 @@ public struct EdmStructuredType: Sendable, Hashable {
 /// Promises: members keep document order; a member without `Value` gets its position (or `1 << position`
 /// is NOT assumed for flags: CSDL requires explicit values for flags, and absent ones get the position).
 public struct EdmEnumType: Sendable, Hashable {
+    /// A named member with its numeric value.
     public struct Member: Sendable, Hashable {
         public var name: String
         public var value: Int64
@@ -312,6 +313,7 @@ public struct EdmParameter: Sendable, Hashable {
 ///
 /// Promises: `isBound` operations have the binding parameter as `parameters[0]`.
 public struct EdmOperation: Sendable, Hashable {
+    /// Function (side-effect free, GET) or action (POST).
     public enum Kind: String, Sendable, Hashable {
         case function
         case action
@@ -334,6 +336,7 @@ public struct EdmOperation: Sendable, Hashable {
 /// copied from the first overload of `operation` (the qualified function or action), and `httpMethod` is
 /// `GET` for functions, `POST` for actions.
 public struct EdmOperationImport: Sendable, Hashable {
+    /// Which CSDL element declared the import.
     public enum Kind: String, Sendable, Hashable {
         case functionImportV2
         case functionImport

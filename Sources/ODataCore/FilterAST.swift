@@ -26,11 +26,13 @@ public enum ODataFunction: String, Sendable, Hashable, CaseIterable {
 /// Promises: `steps` start at `root` (the current entity, `$it`, or a lambda range variable); `type` is the
 /// type of the last step (nil only for untyped or open-type properties).
 public struct ODataPropertyPath: Sendable, Hashable {
+    /// Where the path starts: the current entity or a lambda range variable.
     public enum Root: Sendable, Hashable {
         case it
         case variable(String)
     }
 
+    /// One resolved step: structural property (type nil when untyped), navigation, or type cast.
     public enum Step: Sendable, Hashable {
         case property(name: String, type: EdmTypeRef?)
         case navigation(name: String, entityType: String, isCollection: Bool)
@@ -60,6 +62,7 @@ public struct ODataPropertyPath: Sendable, Hashable {
 
 /// An `any`/`all` lambda over a collection path.
 public struct ODataLambda: Sendable, Hashable {
+    /// `any` or `all`.
     public enum Kind: String, Sendable, Hashable {
         case any
         case all
