@@ -28,4 +28,5 @@ static inline int mg_curl_msg_done(CURLMsg *msg, CURL **easy, CURLcode *result) 
     *result = msg->data.result;
     return 1;
 }
+static inline CURLMcode mg_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
 #endif

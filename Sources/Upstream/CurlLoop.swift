@@ -34,6 +34,10 @@ public final class CurlLoop: @unchecked Sendable {
     public init(name: String = "mg-curl") {
         UpstreamClient.globalInit()
         multi = curl_multi_init()
+        // Keep enough idle connections for every concurrent transfer (the default cache is sized by the
+        // number of easy handles attached, which is small between transfers, so connections were closed
+        // and reopened under load).
+        mg_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 512)
         let thread = Thread { [self] in self.run() }
         thread.name = name
         thread.start()

@@ -206,6 +206,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         fake = self.server_fake
+        if fake.stopping:
+            # A stopped fake is gone for kept-alive connections too: close without answering.
+            self.close_connection = True
+            return
         raw = self.path
         path, _, query = raw.partition("?")
         body, chunked = self._read_body()
