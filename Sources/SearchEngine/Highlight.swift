@@ -1,37 +1,73 @@
 import JSONCore
 
-/// Highlighting and snippeting of returned hits only.
-struct Highlighter {
+/// Highlighting and snippeting of returned hits only. One highlighter serves one search (all its
+/// hits): it remembers how each distinct token matched the query, so repeated words cost one hash
+/// lookup. Not thread-safe; never shared between searches.
+final class Highlighter {
     let normalizer: Normalizer
     let words: [QueryWord]
     let preTag: String
     let postTag: String
     let ellipsis: String
+    /// normalized token → encoded match (see `encode`).
+    private var memo = ByteKeyTable()
+    private var starts: [Int] = []
+    private var ends: [Int] = []
+    private var marks: [(start: Int, end: Int)] = []
 
-    /// How a token matches the query: which word and how many bytes of the original to wrap.
-    private func tokenMatch(_ token: Token, originalLength: Int) -> (word: Int, length: Int)? {
-        var found: (Int, Int)?
+    init(normalizer: Normalizer, words: [QueryWord], preTag: String, postTag: String, ellipsis: String) {
+        self.normalizer = normalizer
+        self.words = words
+        self.preTag = preTag
+        self.postTag = postTag
+        self.ellipsis = ellipsis
+    }
+
+    /// How a token matches the query: the word, and whether the whole original token is wrapped
+    /// (`cut` nil) or only its first `cut` bytes when the original is as long as the normalized form.
+    private func tokenMatch(_ t: [UInt8]) -> (word: Int, cut: Int?)? {
+        var found: (Int, Int?)?
         for (w, word) in words.enumerated() {
-            let t = token.normalized
-            if t == word.bytes { return (w, originalLength) }
+            if t == word.bytes { return (w, nil) }
             if word.prefix && t.count > word.bytes.count && t.starts(with: word.bytes) {
-                let length = t.count == originalLength ? word.bytes.count : originalLength
-                if found == nil { found = (w, length) }
+                if found == nil { found = (w, word.bytes.count) }
                 continue
             }
             guard word.maxTypos > 0, found == nil else { continue }
             if typoDistance(word.bytes, t[...], maxTypos: word.maxTypos) != nil {
-                found = (w, originalLength)
+                found = (w, nil)
             } else if word.prefix {
                 for cut in [word.bytes.count, word.bytes.count + 1] where cut < t.count {
                     if typoDistance(word.bytes, t[..<cut], maxTypos: word.maxTypos) != nil {
-                        found = (w, t.count == originalLength ? cut : originalLength)
+                        found = (w, cut)
                         break
                     }
                 }
             }
         }
         return found
+    }
+
+    /// The match of a normalized token (memoized): (word, bytes of the original to wrap).
+    @inline(__always)
+    private func match(_ bytes: UnsafeBufferPointer<UInt8>, originalLength: Int) -> (word: Int, length: Int)?
+    {
+        let code: UInt64
+        if let known = memo.value(for: bytes) {
+            code = known
+        } else {
+            if let m = tokenMatch(Array(bytes)) {
+                code = UInt64(m.word) << 32 | UInt64(m.cut.map { $0 + 1 } ?? 0)
+            } else {
+                code = UInt64.max
+            }
+            memo.insert(bytes, code)
+        }
+        if code == UInt64.max { return nil }
+        let word = Int(code >> 32)
+        let cut = Int(code & 0xFFFF_FFFF)
+        if cut == 0 { return (word, originalLength) }
+        return (word, bytes.count == originalLength ? cut - 1 : originalLength)
     }
 
     struct Result {
@@ -42,53 +78,67 @@ struct Highlighter {
 
     /// Highlights `text`; with `snippetWords`, keeps a window of that many words around the first match.
     func highlight(_ text: String, snippetWords: Int? = nil) -> Result {
-        let tokens = normalizer.tokens(text)
-        let utf8 = Array(text.utf8)
-        var marks: [(start: Int, end: Int)] = []
-        var matchedTokens: [Int] = []
+        starts.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
+        marks.removeAll(keepingCapacity: true)
+        var firstMatchedToken: Int?
         var matched = Set<Int>()
-        var allFull = !tokens.isEmpty
-        for (i, token) in tokens.enumerated() {
-            let originalLength = token.end - token.start
-            if let m = tokenMatch(token, originalLength: originalLength) {
+        var allFull = true
+        normalizer.scan(text) { bytes, start, end, _ in
+            let originalLength = end - start
+            if let m = match(bytes, originalLength: originalLength) {
                 matched.insert(m.word)
-                marks.append((token.start, token.start + m.length))
-                matchedTokens.append(i)
+                marks.append((start, start + m.length))
+                if firstMatchedToken == nil { firstMatchedToken = starts.count }
                 if m.length < originalLength { allFull = false }
             } else {
                 allFull = false
             }
+            starts.append(start)
+            ends.append(end)
         }
-        var from = 0
-        var to = utf8.count
-        var prefix = ""
-        var suffix = ""
-        if let size = snippetWords, !tokens.isEmpty, tokens.count > size {
-            let size = max(1, size)
-            let center = matchedTokens.first ?? 0
-            var first = max(0, center - (size - 1) / 2)
-            if first + size > tokens.count { first = max(0, tokens.count - size) }
-            let last = min(tokens.count, first + size) - 1
-            from = first == 0 ? 0 : tokens[first].start
-            to = last == tokens.count - 1 ? utf8.count : tokens[last].end
-            if first > 0 { prefix = ellipsis + (ellipsis.isEmpty ? "" : " ") }
-            if last < tokens.count - 1 { suffix = (ellipsis.isEmpty ? "" : " ") + ellipsis }
-            marks = marks.filter { $0.start >= from && $0.end <= to }
+        let tokenCount = starts.count
+        if tokenCount == 0 { allFull = false }
+        var text = text
+        let (value, anyMark) = text.withUTF8 { utf8 -> (String, Bool) in
+            var from = 0
+            var to = utf8.count
+            var prefix = ""
+            var suffix = ""
+            var marks = self.marks[...]
+            if let size = snippetWords, tokenCount > 0, tokenCount > size {
+                let size = max(1, size)
+                let center = firstMatchedToken ?? 0
+                var first = max(0, center - (size - 1) / 2)
+                if first + size > tokenCount { first = max(0, tokenCount - size) }
+                let last = min(tokenCount, first + size) - 1
+                from = first == 0 ? 0 : starts[first]
+                to = last == tokenCount - 1 ? utf8.count : ends[last]
+                if first > 0 { prefix = ellipsis + (ellipsis.isEmpty ? "" : " ") }
+                if last < tokenCount - 1 { suffix = (ellipsis.isEmpty ? "" : " ") + ellipsis }
+                marks = ArraySlice(marks.filter { $0.start >= from && $0.end <= to })
+            }
+            if marks.isEmpty && prefix.isEmpty && suffix.isEmpty {
+                return (
+                    String(decoding: UnsafeBufferPointer(rebasing: utf8[from..<to]), as: UTF8.self), false
+                )
+            }
+            var out: [UInt8] = []
+            out.reserveCapacity(to - from + marks.count * (preTag.utf8.count + postTag.utf8.count) + 8)
+            out.append(contentsOf: prefix.utf8)
+            var cursor = from
+            for mark in marks {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[cursor..<mark.start]))
+                out.append(contentsOf: preTag.utf8)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[mark.start..<mark.end]))
+                out.append(contentsOf: postTag.utf8)
+                cursor = mark.end
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[cursor..<to]))
+            out.append(contentsOf: suffix.utf8)
+            return (String(decoding: out, as: UTF8.self), !marks.isEmpty)
         }
-        var out: [UInt8] = Array(prefix.utf8)
-        var cursor = from
-        for mark in marks {
-            out.append(contentsOf: utf8[cursor..<mark.start])
-            out.append(contentsOf: preTag.utf8)
-            out.append(contentsOf: utf8[mark.start..<mark.end])
-            out.append(contentsOf: postTag.utf8)
-            cursor = mark.end
-        }
-        out.append(contentsOf: utf8[cursor..<to])
-        out.append(contentsOf: suffix.utf8)
-        return Result(
-            value: String(decoding: out, as: UTF8.self), matched: matched,
-            fullyHighlighted: allFull && !marks.isEmpty)
+        return Result(value: value, matched: matched, fullyHighlighted: allFull && anyMark)
     }
 
     func matchLevel(_ matched: Set<Int>) -> String {
@@ -120,6 +170,71 @@ struct Highlighter {
             return .object(out)
         case .null:
             return nil
+        }
+    }
+}
+
+/// An open-addressing hash table from short byte strings to `UInt64`, storing keys in one arena so
+/// that lookups never allocate.
+struct ByteKeyTable {
+    private var arena: [UInt8] = []
+    /// (offset into arena, length, value) per entry.
+    private var entries: [(offset: Int32, length: Int32, value: UInt64)] = []
+    /// Entry index + 1 per slot (0 = empty); power-of-two size.
+    private var slots = [Int32](repeating: 0, count: 256)
+
+    @inline(__always) private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(truncatingIfNeeded: h ^ (h >> 29))
+    }
+
+    @inline(__always) private func equal(_ entry: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let e = entries[entry]
+        guard Int(e.length) == bytes.count else { return false }
+        var i = 0
+        let offset = Int(e.offset)
+        while i < bytes.count {
+            if arena[offset + i] != bytes[i] { return false }
+            i += 1
+        }
+        return true
+    }
+
+    func value(for bytes: UnsafeBufferPointer<UInt8>) -> UInt64? {
+        let mask = slots.count - 1
+        var slot = Self.hash(bytes) & mask
+        while true {
+            let entry = Int(slots[slot])
+            if entry == 0 { return nil }
+            if equal(entry - 1, bytes) { return entries[entry - 1].value }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    /// Inserts a key known to be absent.
+    mutating func insert(_ bytes: UnsafeBufferPointer<UInt8>, _ value: UInt64) {
+        if (entries.count + 1) * 2 > slots.count { grow() }
+        entries.append((Int32(arena.count), Int32(bytes.count), value))
+        arena.append(contentsOf: bytes)
+        place(entries.count - 1, hash: Self.hash(bytes))
+    }
+
+    private mutating func place(_ entry: Int, hash: Int) {
+        let mask = slots.count - 1
+        var slot = hash & mask
+        while slots[slot] != 0 { slot = (slot + 1) & mask }
+        slots[slot] = Int32(entry + 1)
+    }
+
+    private mutating func grow() {
+        slots = [Int32](repeating: 0, count: slots.count * 2)
+        for entry in entries.indices {
+            let e = entries[entry]
+            let h = arena.withUnsafeBufferPointer { arena in
+                Self.hash(UnsafeBufferPointer(rebasing: arena[Int(e.offset)..<Int(e.offset + e.length)]))
+            }
+            place(entry, hash: h)
         }
     }
 }

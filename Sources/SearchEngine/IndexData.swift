@@ -57,6 +57,24 @@ struct AttributeSlot: Sendable {
     var exactDisabled: Bool
 }
 
+/// A fixed-size array of packed per-document word matches (``Packed``), all ``Packed/absent`` when
+/// fresh or recycled. Shared by reference so that reading it never copies; only one search uses a
+/// buffer at a time (taken from and returned to ``IndexData``'s pool).
+final class MatchBuffer: @unchecked Sendable {
+    let values: UnsafeMutablePointer<UInt64>
+    let count: Int
+
+    init(count: Int) {
+        self.count = count
+        values = .allocate(capacity: Swift.max(1, count))
+        values.initialize(repeating: UInt64.max, count: Swift.max(1, count))
+    }
+
+    deinit { values.deallocate() }
+
+    @inline(__always) subscript(doc: Int) -> UInt64 { values[doc] }
+}
+
 /// The frozen, immutable in-memory index of one index version. All arrays are built once and only read.
 final class IndexData: Sendable {
     let settings: EngineSettings
@@ -88,23 +106,27 @@ final class IndexData: Sendable {
 
     var count: Int { objectIDs.count }
 
-    /// Reusable all-absent per-word match arrays (avoids a large allocation per query word).
-    private let scratch = Mutex<[[UInt64]]>([])
+    /// Reusable all-absent per-word match buffers (avoids a large allocation per query word).
+    private let scratch = Mutex<[MatchBuffer]>([])
 
-    func takeScratch() -> [UInt64] {
-        if let array = scratch.withLock({ $0.popLast() }) { return array }
-        return [UInt64](repeating: UInt64.max, count: count)
+    /// An all-absent buffer of `count` entries, from the pool when one is free.
+    func takeScratch() -> MatchBuffer {
+        if let buffer = scratch.withLock({ $0.popLast() }) { return buffer }
+        return MatchBuffer(count: count)
     }
 
-    /// Returns match arrays to the pool after resetting the entries that were set.
-    func recycle(_ result: MatchResult) {
-        for w in result.wordMatches.indices where result.wordMatches[w].count == count {
-            var array = result.wordMatches[w]
-            for doc in result.wordDocs[w] { array[Int(doc)] = UInt64.max }
-            scratch.withLock { pool in
-                if pool.count < 16 { pool.append(array) }
-            }
+    /// Resets the entries listed in `docs` and returns the buffer to the pool. The caller must not use
+    /// the buffer afterwards.
+    func recycle(_ buffer: MatchBuffer, docs: [Int32]) {
+        for doc in docs { buffer.values[Int(doc)] = UInt64.max }
+        scratch.withLock { pool in
+            if pool.count < 16 { pool.append(buffer) }
         }
+    }
+
+    /// Returns the match buffers of a finished search to the pool.
+    func recycle(_ result: MatchResult) {
+        for w in result.wordMatches.indices { recycle(result.wordMatches[w], docs: result.wordDocs[w]) }
     }
 
     /// The record of `doc`, parsed from its stored bytes.

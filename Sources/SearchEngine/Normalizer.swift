@@ -94,6 +94,17 @@ struct Normalizer: Sendable {
 
     /// Calls `body` for each token of `text` in order. Positions start at `firstPosition`.
     func tokenize(_ text: String, firstPosition: Int = 0, _ body: (Token) -> Void) {
+        scan(text, firstPosition: firstPosition) { bytes, start, end, position in
+            body(Token(normalized: Array(bytes), start: start, end: end, position: position))
+        }
+    }
+
+    /// Like ``tokenize(_:firstPosition:_:)`` without allocating per token: `body` gets the normalized
+    /// bytes (valid only during the call), the token's UTF-8 byte range in `text` and its position.
+    func scan(
+        _ text: String, firstPosition: Int = 0,
+        _ body: (_ normalized: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ position: Int) -> Void
+    ) {
         var position = firstPosition
         var current: [UInt8] = []
         current.reserveCapacity(32)
@@ -104,7 +115,7 @@ struct Normalizer: Sendable {
         func flush() {
             if start >= 0 {
                 if !current.isEmpty {
-                    body(Token(normalized: current, start: start, end: end, position: position))
+                    current.withUnsafeBufferPointer { body($0, start, end, position) }
                     position += 1
                 }
                 current.removeAll(keepingCapacity: true)
@@ -119,9 +130,8 @@ struct Normalizer: Sendable {
             let value = scalar.value
             if hasIndexed && indexedSeparators.contains(scalar) {
                 flush()
-                var single: [UInt8] = []
-                single.append(contentsOf: String(scalar).utf8)
-                body(Token(normalized: single, start: offset, end: offset + width, position: position))
+                let single = Array(String(scalar).utf8)
+                single.withUnsafeBufferPointer { body($0, offset, offset + width, position) }
                 position += 1
                 continue
             }
@@ -140,11 +150,9 @@ struct Normalizer: Sendable {
                 }
                 continue
             }
-            let mark = current.count
             if appendFolded(scalar, to: &current) {
                 if start < 0 { start = offset }
                 end = offset + width
-                _ = mark
             } else {
                 flush()
             }

@@ -34,7 +34,7 @@ struct MatchResult {
     var words: [QueryWord]
     var candidates: [Int32]
     /// `wordMatches[w][doc]` packed best match (only meaningful for candidates).
-    var wordMatches: [[UInt64]]
+    var wordMatches: [MatchBuffer]
     /// Docs whose entry was set in each `wordMatches` array (to reset them for reuse).
     var wordDocs: [[Int32]] = []
 }
@@ -94,31 +94,50 @@ extension IndexData {
 
     /// Fills the best-match array of one word from its matching terms.
     private func fill(
-        _ dense: inout [UInt64], matches: [TermMatch], allowed: [Bool], onNew: (Int32) -> Void
+        _ buffer: MatchBuffer, matches: [TermMatch], allowed: [Bool], onNew: (Int32) -> Void
     ) {
-        for match in matches {
-            let start = Int(postStart[match.term])
-            let end = Int(postStart[match.term + 1])
-            var i = start
-            while i < end {
-                let occ = postOccs[i]
-                let slotIndex = Int(occ >> 16)
-                let slot = slots[slotIndex]
-                if allowed[slotIndex] && !(match.typos > 0 && slot.typoDisabled)
-                    && !(match.nonExact && match.typos == 0 && slot.prefixDisabled)
-                {
-                    let pos = Int(occ & 0x7FFF)
-                    let value = Packed.make(
-                        typos: match.typos, nonExact: match.nonExact || slot.exactDisabled, rank: slot.rank,
-                        orderedPos: slot.unordered ? 0 : pos, single: occ & 0x8000 != 0, pos: pos,
-                        slot: slotIndex)
-                    let doc = Int(postDocs[i])
-                    if value < dense[doc] {
-                        if dense[doc] == Packed.absent { onNew(Int32(doc)) }
-                        dense[doc] = value
+        // Per slot: the packed bits that don't depend on the posting, and the slot's flags.
+        let slotInfo = slots.enumerated().map { index, slot in
+            (
+                allowed: allowed[index], typoDisabled: slot.typoDisabled, prefixDisabled: slot.prefixDisabled,
+                exactDisabled: slot.exactDisabled, rank: slot.rank, unordered: slot.unordered
+            )
+        }
+        do {
+            let dense = buffer.values
+            postStart.withUnsafeBufferPointer { postStart in
+                postOccs.withUnsafeBufferPointer { postOccs in
+                    postDocs.withUnsafeBufferPointer { postDocs in
+                        slotInfo.withUnsafeBufferPointer { slotInfo in
+                            for match in matches {
+                                var i = Int(postStart[match.term])
+                                let end = Int(postStart[match.term + 1])
+                                while i < end {
+                                    let occ = postOccs[i]
+                                    let slotIndex = Int(occ >> 16)
+                                    let slot = slotInfo[slotIndex]
+                                    if slot.allowed && !(match.typos > 0 && slot.typoDisabled)
+                                        && !(match.nonExact && match.typos == 0 && slot.prefixDisabled)
+                                    {
+                                        let pos = Int(occ & 0x7FFF)
+                                        let value = Packed.make(
+                                            typos: match.typos,
+                                            nonExact: match.nonExact || slot.exactDisabled,
+                                            rank: slot.rank, orderedPos: slot.unordered ? 0 : pos,
+                                            single: occ & 0x8000 != 0, pos: pos, slot: slotIndex)
+                                        let doc = Int(postDocs[i])
+                                        let current = dense[doc]
+                                        if value < current {
+                                            if current == Packed.absent { onNew(Int32(doc)) }
+                                            dense[doc] = value
+                                        }
+                                    }
+                                    i += 1
+                                }
+                            }
+                        }
                     }
                 }
-                i += 1
             }
         }
     }
@@ -129,7 +148,7 @@ extension IndexData {
     ) -> MatchResult {
         let n = count
         var candidates: [Int32] = []
-        var wordMatches: [[UInt64]] = []
+        var wordMatches: [MatchBuffer] = []
         var wordDocsOut: [[Int32]] = []
         if words.isEmpty {
             candidates.reserveCapacity(n)
@@ -161,35 +180,44 @@ extension IndexData {
                 }
             }
             var wordDocs = [[Int32]](repeating: [], count: words.count)
-            wordMatches = [[UInt64]](repeating: [], count: words.count)
+            wordMatches.reserveCapacity(words.count)
             for w in words.indices {
-                var dense = takeScratch()
+                let dense = takeScratch()
                 var docs: [Int32] = []
-                fill(&dense, matches: termMatches[w], allowed: allowed) { docs.append($0) }
-                for (a, b) in splits[w] {
-                    var left = [UInt64](repeating: Packed.absent, count: n)
-                    fill(&left, matches: [TermMatch(term: a, typos: 1, nonExact: true)], allowed: allowed) {
-                        _ in
-                    }
-                    var right = [UInt64](repeating: Packed.absent, count: n)
-                    var rightDocs: [Int32] = []
-                    fill(&right, matches: [TermMatch(term: b, typos: 1, nonExact: true)], allowed: allowed) {
-                        rightDocs.append($0)
-                    }
-                    for doc in rightDocs where left[Int(doc)] != Packed.absent {
-                        let value = min(left[Int(doc)], right[Int(doc)])
-                        if value < dense[Int(doc)] {
-                            if dense[Int(doc)] == Packed.absent { docs.append(doc) }
-                            dense[Int(doc)] = value
+                fill(dense, matches: termMatches[w], allowed: allowed) { docs.append($0) }
+                if !splits[w].isEmpty {
+                    let left = takeScratch()
+                    let right = takeScratch()
+                    for (a, b) in splits[w] {
+                        var leftDocs: [Int32] = []
+                        fill(left, matches: [TermMatch(term: a, typos: 1, nonExact: true)], allowed: allowed)
+                        {
+                            leftDocs.append($0)
                         }
+                        var rightDocs: [Int32] = []
+                        fill(right, matches: [TermMatch(term: b, typos: 1, nonExact: true)], allowed: allowed)
+                        {
+                            rightDocs.append($0)
+                        }
+                        for doc in rightDocs where left[Int(doc)] != Packed.absent {
+                            let value = min(left[Int(doc)], right[Int(doc)])
+                            if value < dense[Int(doc)] {
+                                if dense[Int(doc)] == Packed.absent { docs.append(doc) }
+                                dense.values[Int(doc)] = value
+                            }
+                        }
+                        for doc in leftDocs { left.values[Int(doc)] = Packed.absent }
+                        for doc in rightDocs { right.values[Int(doc)] = Packed.absent }
                     }
+                    recycle(left, docs: [])
+                    recycle(right, docs: [])
                 }
                 for (first, t) in concats where first == w || first + 1 == w {
-                    fill(&dense, matches: [TermMatch(term: t, typos: 1, nonExact: true)], allowed: allowed) {
+                    fill(dense, matches: [TermMatch(term: t, typos: 1, nonExact: true)], allowed: allowed) {
                         docs.append($0)
                     }
                 }
-                wordMatches[w] = dense
+                wordMatches.append(dense)
                 wordDocs[w] = docs
             }
             termMatches.removeAll()

@@ -230,8 +230,8 @@ public final class SearchIndex: Sendable {
         }
 
         var response = JSONObject()
-        response["hits"] = .array(
-            try pageDocs.map { doc throws(SearchError) in try hit(doc.asInt, options, ranker) })
+        let context = HitContext(self, options, ranker)
+        response["hits"] = .array(try pageDocs.map { doc throws(SearchError) in try hit(doc.asInt, context) })
         response["nbHits"] = .int(Int64(nbHits))
         response["page"] = .int(Int64(usesOffset ? (hitsPerPage > 0 ? offset / hitsPerPage : 0) : page))
         let reachable = min(nbHits, limit)
@@ -324,39 +324,75 @@ public final class SearchIndex: Sendable {
         return data.settings.searchable.map(\.path).filter { seen.insert($0).inserted }
     }
 
-    private func hit(_ doc: Int, _ options: SearchOptions, _ ranker: Ranker) throws(SearchError) -> JSON {
+    /// What every hit of one search shares: the parameters read once, and one highlighter.
+    private struct HitContext {
+        let options: SearchOptions
+        let ranker: Ranker
+        let highlighter: Highlighter
+        let attributesToRetrieve: [String]?
+        /// Highlighted attributes when they don't depend on the record (nil: computed per record).
+        let highlightAttributes: [String]?
+        /// (attribute or "*", size) per `attributesToSnippet` entry.
+        let snippets: [(String, Int)]
+        let rankingInfo: Bool
+
+        init(_ index: SearchIndex, _ options: SearchOptions, _ ranker: Ranker) {
+            self.options = options
+            self.ranker = ranker
+            highlighter = Highlighter(
+                normalizer: index.data.normalizer, words: ranker.match.words,
+                preTag: options.string("highlightPreTag") ?? "<em>",
+                postTag: options.string("highlightPostTag") ?? "</em>",
+                ellipsis: options.string("snippetEllipsisText") ?? "…")
+            attributesToRetrieve = options.list("attributesToRetrieve")
+            let list = options.list("attributesToHighlight")
+            if let list, !list.contains("*") {
+                highlightAttributes = list
+            } else if list == nil && !index.data.settings.searchable.isEmpty {
+                var seen = Set<String>()
+                highlightAttributes = index.data.settings.searchable.map(\.path).filter {
+                    seen.insert($0).inserted
+                }
+            } else {
+                highlightAttributes = nil
+            }
+            snippets = (options.list("attributesToSnippet") ?? []).map { entry in
+                if let colon = entry.lastIndex(of: ":"), let n = Int(entry[entry.index(after: colon)...]) {
+                    return (String(entry[..<colon]), n)
+                }
+                return (entry, 10)
+            }
+            rankingInfo = options.bool("getRankingInfo", default: false)
+        }
+    }
+
+    private func hit(_ doc: Int, _ context: HitContext) throws(SearchError) -> JSON {
+        let options = context.options
+        let ranker = context.ranker
         let record = data.record(doc)
-        let attributes = options.list("attributesToRetrieve")
-        guard case .object(var hit) = retrieved(record, attributes: attributes),
+        guard case .object(var hit) = retrieved(record, attributes: context.attributesToRetrieve),
             case .object(let full) = record
         else { return record }
-        let highlighter = Highlighter(
-            normalizer: data.normalizer, words: ranker.match.words,
-            preTag: options.string("highlightPreTag") ?? "<em>",
-            postTag: options.string("highlightPostTag") ?? "</em>",
-            ellipsis: options.string("snippetEllipsisText") ?? "…")
+        let highlighter = context.highlighter
         let unretrievable = data.settings.unretrievable
         var highlights = JSONObject()
-        for attribute in highlightAttributes(options, record: full) where !unretrievable.contains(attribute) {
+        let attributes = context.highlightAttributes ?? highlightAttributes(options, record: full)
+        for attribute in attributes where !unretrievable.contains(attribute) {
             guard let value = value(at: attribute, in: record),
                 let mirrored = highlighter.mirror(value, snippetWords: nil)
             else { continue }
-            let parts = attribute.split(separator: ".").map(String.init)
-            if full[attribute] != nil || parts.count == 1 {
+            let parts =
+                full[attribute] != nil || !attribute.contains(".") ? [] : attribute.split(separator: ".")
+            if parts.count <= 1 {
                 highlights[attribute] = mirrored
             } else {
+                let parts = parts.map(String.init)
                 highlights[parts[0]] = setNested(highlights[parts[0]], parts.dropFirst(), mirrored)
             }
         }
         if !highlights.isEmpty { hit["_highlightResult"] = .object(highlights) }
         var snippets = JSONObject()
-        for entry in options.list("attributesToSnippet") ?? [] {
-            var attribute = entry
-            var size = 10
-            if let colon = entry.lastIndex(of: ":"), let n = Int(entry[entry.index(after: colon)...]) {
-                attribute = String(entry[..<colon])
-                size = n
-            }
+        for (attribute, size) in context.snippets {
             let targets = attribute == "*" ? full.keys.filter { $0 != "objectID" } : [attribute]
             for target in targets where !unretrievable.contains(target) {
                 guard let value = value(at: target, in: record),
@@ -366,7 +402,7 @@ public final class SearchIndex: Sendable {
             }
         }
         if !snippets.isEmpty { hit["_snippetResult"] = .object(snippets) }
-        if options.bool("getRankingInfo", default: false) {
+        if context.rankingInfo {
             let v = ranker.values(doc)
             var info: JSONObject = [
                 "nbTypos": .int(Int64(v.typos)), "firstMatchedWord": .int(Int64(v.firstMatchedWord)),
@@ -511,8 +547,8 @@ public final class SearchIndex: Sendable {
         options = SearchOptions(params: forced, settings: data.settings.raw)
         let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
         var response = JSONObject()
-        response["hits"] = .array(
-            try slice.map { doc throws(SearchError) in try hit(doc.asInt, options, ranker) })
+        let context = HitContext(self, options, ranker)
+        response["hits"] = .array(try slice.map { doc throws(SearchError) in try hit(doc.asInt, context) })
         response["nbHits"] = .int(Int64(result.candidates.count))
         response["page"] = .int(Int64(position / hitsPerPage))
         response["nbPages"] = .int(Int64((result.candidates.count + hitsPerPage - 1) / hitsPerPage))

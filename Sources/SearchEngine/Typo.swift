@@ -43,77 +43,116 @@ extension IndexData {
     /// Terms matching `word`: the exact term, terms it prefixes (when `prefix`), and terms within
     /// `maxTypos` Damerau-Levenshtein edits (first-letter edits count twice); with `prefix`, a typo
     /// match may also be on the term's first `word.count` or `word.count + 1` letters.
+    /// Each term appears once, with its smallest typo count (order unspecified).
     func matchTerms(_ word: [UInt8], prefix: Bool, maxTypos: Int) -> [TermMatch] {
-        var best: [Int: TermMatch] = [:]
         var result: [TermMatch] = []
+        let exact: Range<Int>
         if prefix {
-            for t in prefixRange(word) {
+            exact = prefixRange(word)
+            result.reserveCapacity(exact.count)
+            for t in exact {
                 result.append(TermMatch(term: t, typos: 0, nonExact: termLength(t) != word.count))
             }
         } else if let t = lookup(word) {
+            exact = t..<(t + 1)
             result.append(TermMatch(term: t, typos: 0, nonExact: false))
+        } else {
+            exact = 0..<0
         }
         guard maxTypos > 0, !word.isEmpty else { return result }
-        let exactSet = Set(result.map(\.term))
+        // (term << 4 | typos), sorted then deduplicated keeping the fewest typos per term.
+        var found: [UInt64] = []
         var ranges: [(Range<Int>, Int)] = []
-        var search = TypoSearch(data: self, word: word, maxTypos: maxTypos, prefix: prefix)
-        search.run { term, typos in
-            if exactSet.contains(term) { return }
-            if let existing = best[term], existing.typos <= typos { return }
-            best[term] = TermMatch(term: term, typos: typos, nonExact: true)
-        } range: { range, typos in
-            ranges.append((range, typos))
-        }
-        for (range, typos) in ranges {
-            for t in range where !exactSet.contains(t) {
-                if let existing = best[t], existing.typos <= typos { continue }
-                best[t] = TermMatch(term: t, typos: typos, nonExact: true)
+        termBytes.withUnsafeBufferPointer { bytes in
+            termOffsets.withUnsafeBufferPointer { offsets in
+                word.withUnsafeBufferPointer { wordBuffer in
+                    let search = TypoSearch(
+                        termBytes: bytes, termOffsets: offsets, word: wordBuffer, maxTypos: maxTypos,
+                        prefix: prefix)
+                    defer { search.deallocate() }
+                    search.run { term, typos in
+                        if !exact.contains(term) { found.append(UInt64(term) << 4 | UInt64(typos)) }
+                    } range: { range, typos in
+                        ranges.append((range, typos))
+                    }
+                }
             }
         }
-        result.append(contentsOf: best.values)
+        for (range, typos) in ranges {
+            found.reserveCapacity(found.count + range.count)
+            for t in range where !exact.contains(t) { found.append(UInt64(t) << 4 | UInt64(typos)) }
+        }
+        guard !found.isEmpty else { return result }
+        found.sort()
+        var last = UInt64.max
+        for entry in found {
+            let term = entry >> 4
+            if term == last { continue }
+            last = term
+            result.append(TermMatch(term: Int(term), typos: Int(entry & 15), nonExact: true))
+        }
         return result
     }
 }
 
 /// Depth-first walk of the sorted term dictionary as an implicit trie, carrying Damerau-Levenshtein
-/// rows and pruning subtrees whose row minimum exceeds the budget.
+/// rows and pruning subtrees whose row minimum exceeds the budget. Works on raw buffers (no
+/// allocation or reference counting in the walk); `deallocate()` frees the row storage.
 private struct TypoSearch {
-    let data: IndexData
-    let word: [UInt8]
+    let termBytes: UnsafeBufferPointer<UInt8>
+    let termOffsets: UnsafeBufferPointer<Int32>
+    let word: UnsafeBufferPointer<UInt8>
     let maxTypos: Int
     let prefix: Bool
     let m: Int
-    var rows: [[Int]]
-    var path: [UInt8]
+    /// Rows of the DP table, `rowCount` rows of `m + 1` entries each.
+    let rows: UnsafeMutablePointer<Int32>
+    let rowCount: Int
+    let path: UnsafeMutablePointer<UInt8>
+    let termCount: Int
 
-    init(data: IndexData, word: [UInt8], maxTypos: Int, prefix: Bool) {
-        self.data = data
+    init(
+        termBytes: UnsafeBufferPointer<UInt8>, termOffsets: UnsafeBufferPointer<Int32>,
+        word: UnsafeBufferPointer<UInt8>, maxTypos: Int, prefix: Bool
+    ) {
+        self.termBytes = termBytes
+        self.termOffsets = termOffsets
         self.word = word
         self.maxTypos = maxTypos
         self.prefix = prefix
         m = word.count
-        let maxDepth = m + maxTypos + 2
-        rows = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: maxDepth + 1)
-        rows[0] = Array(0...m)
-        path = []
+        rowCount = m + maxTypos + 3
+        rows = .allocate(capacity: rowCount * (m + 1))
+        rows.initialize(repeating: 0, count: rowCount * (m + 1))
+        for j in 0...m { rows[j] = Int32(j) }
+        path = .allocate(capacity: rowCount)
+        path.initialize(repeating: 0, count: rowCount)
+        termCount = termOffsets.count - 1
     }
 
-    @inline(__always) func byte(_ t: Int, _ i: Int) -> UInt8 { data.termBytes[Int(data.termOffsets[t]) + i] }
-
-    mutating func run(term: (Int, Int) -> Void, range: (Range<Int>, Int) -> Void) {
-        visit(lo: 0, hi: data.termCount, depth: 0, penalty: 0, prefixCost: Int.max, term: term, range: range)
+    func deallocate() {
+        rows.deallocate()
+        path.deallocate()
     }
 
-    private mutating func visit(
+    @inline(__always) func byte(_ t: Int, _ i: Int) -> UInt8 { termBytes[Int(termOffsets[t]) + i] }
+    @inline(__always) func termLength(_ t: Int) -> Int { Int(termOffsets[t + 1] - termOffsets[t]) }
+
+    func run(term: (Int, Int) -> Void, range: (Range<Int>, Int) -> Void) {
+        visit(lo: 0, hi: termCount, depth: 0, penalty: 0, prefixCost: Int.max, term: term, range: range)
+    }
+
+    private func visit(
         lo: Int, hi: Int, depth: Int, penalty: Int, prefixCost: Int,
         term: (Int, Int) -> Void, range: (Range<Int>, Int) -> Void
     ) {
         var lo = lo
         var prefixCost = prefixCost
+        let width = m + 1
         if depth > 0 {
-            let cost = rows[depth][m] + penalty
+            let cost = Int(rows[depth * width + m]) + penalty
             // A term that ends here matches as a whole word.
-            if data.termLength(lo) == depth && cost <= maxTypos { term(lo, cost) }
+            if termLength(lo) == depth && cost <= maxTypos { term(lo, cost) }
             if prefix && (depth == m || depth == m + 1) {
                 let subtree = Swift.min(prefixCost, cost)
                 if subtree <= maxTypos && subtree > 0 && (depth == m || cost < prefixCost) {
@@ -124,8 +163,13 @@ private struct TypoSearch {
             // Deeper nodes can still match as whole words (e.g. two deletions) up to m + maxTypos.
             if depth >= m + maxTypos { return }
         }
-        if data.termLength(lo) == depth { lo += 1 }
-        guard depth + 1 < rows.count else { return }
+        if termLength(lo) == depth { lo += 1 }
+        guard depth + 1 < rowCount else { return }
+        let i = depth + 1
+        let previous = rows + (i - 1) * width
+        let row = rows + i * width
+        let beforePrevious = i > 1 ? rows + (i - 2) * width : rows
+        let previousByte: UInt8 = i > 1 ? path[i - 2] : 0
         while lo < hi {
             let b = byte(lo, depth)
             // Find the end of the run of terms with byte b at position depth.
@@ -140,25 +184,24 @@ private struct TypoSearch {
             if depth == 0 && b != word[0] { childPenalty = 1 }
             if childPenalty <= maxTypos {
                 // Compute the row for depth+1.
-                let i = depth + 1
-                rows[i][0] = i
-                var rowMin = i
-                for j in 1...Swift.max(m, 1) where j <= m {
+                row[0] = Int32(i)
+                var rowMin = Int32(i)
+                var j = 1
+                while j <= m {
                     var cost = Swift.min(
-                        rows[i - 1][j] + 1, rows[i][j - 1] + 1,
-                        rows[i - 1][j - 1] + (b == word[j - 1] ? 0 : 1))
-                    if i > 1 && j > 1 && b == word[j - 2] && path[i - 2] == word[j - 1] {
-                        cost = Swift.min(cost, rows[i - 2][j - 2] + 1)
+                        previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (b == word[j - 1] ? 0 : 1))
+                    if i > 1 && j > 1 && b == word[j - 2] && previousByte == word[j - 1] {
+                        cost = Swift.min(cost, beforePrevious[j - 2] + 1)
                     }
-                    rows[i][j] = cost
+                    row[j] = cost
                     if cost < rowMin { rowMin = cost }
+                    j += 1
                 }
-                if rowMin + childPenalty <= maxTypos {
-                    path.append(b)
+                if Int(rowMin) + childPenalty <= maxTypos {
+                    path[depth] = b
                     visit(
                         lo: lo, hi: end, depth: i, penalty: childPenalty, prefixCost: prefixCost, term: term,
                         range: range)
-                    path.removeLast()
                 }
             }
             lo = end

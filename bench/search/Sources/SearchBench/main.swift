@@ -44,6 +44,8 @@ func loadQueries(_ path: String) throws -> JSONObject {
     return try JSON.parse(bytes).objectValue!
 }
 
+nonisolated(unsafe) var sink = 0
+
 func runQueries(_ index: SearchIndex, _ queries: JSONObject, repetitions: Int) throws -> JSONObject {
     var out = JSONObject()
     var zeroHitTypos: [JSON] = []
@@ -58,8 +60,10 @@ func runQueries(_ index: SearchIndex, _ queries: JSONObject, repetitions: Int) t
             }
             for _ in 0..<repetitions {
                 let t0 = now()
-                _ = try index.search(p)
+                // As the gateway does: search, then the response serialized to bytes.
+                let bytes = try index.search(p).serializedBytes()
                 latencies.append(now() - t0)
+                sink &+= bytes.count
             }
         }
         if ProcessInfo.processInfo.environment["BENCH_VERBOSE"] != nil {
@@ -128,6 +132,43 @@ do {
         result["firstAnswerAfterRestartMs"] = .double(t1 - t0)
         result["firstAnswerHits"] = response["nbHits"] ?? .null
         result["peakRSSMiB"] = .double(peakRSSMiB())
+    case "profile":
+        // profile <queries.json> <store-dir> <iterations> [class]: loops over the queries (for perf/callgrind).
+        let queries = try loadQueries(args[2])
+        let store = try IndexStore(directory: args[3])
+        guard let index = try store.load(name: "debian") else { exit(1) }
+        let iterations = Int(args[4]) ?? 100
+        let only = args.count > 5 ? args[5] : nil
+        var list: [JSON] = []
+        for (className, entries) in queries where only == nil || only == className {
+            list += (entries.arrayValue ?? []).map(params)
+        }
+        let t0 = now()
+        for _ in 0..<iterations {
+            for p in list { sink &+= try index.search(p).serializedBytes().count }
+        }
+        result["msPerQuery"] = .double((now() - t0) / Double(iterations * list.count))
+    case "dump":
+        // dump <queries.json> <store-dir>: every response (processingTimeMS removed), one per line.
+        let queries = try loadQueries(args[2])
+        let store = try IndexStore(directory: args[3])
+        guard let index = try store.load(name: "debian") else { exit(1) }
+        for (_, entries) in queries {
+            for entry in entries.arrayValue ?? [] {
+                var variants = [params(entry)]
+                var more = params(entry).objectValue!
+                more["attributesToSnippet"] = ["description:5"]
+                more["getRankingInfo"] = true
+                more["page"] = 1
+                variants.append(.object(more))
+                for p in variants {
+                    guard case .object(var response) = try index.search(p) else { continue }
+                    response["processingTimeMS"] = nil
+                    print(JSON.object(response).serialized())
+                }
+            }
+        }
+        exit(0)
     default:
         print("unknown mode \(args[1])")
         exit(2)
