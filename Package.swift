@@ -95,6 +95,10 @@ let package = Package(
             name: "HTTPServerTests", dependencies: ["HTTPServer", "Upstream"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "ProxyingTests", dependencies: ["Proxying"], swiftSettings: strict),
+        .testTarget(
+            name: "AlgoliaGatewayTests",
+            dependencies: ["AlgoliaGateway", "JSONCore", "SearchEngine", "HTTPServer"],
+            swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
         .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),

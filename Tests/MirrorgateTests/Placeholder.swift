@@ -1,5 +1,0 @@
-import Testing
-
-@testable import Mirrorgate
-
-@Test func placeholder() { #expect(Bool(true)) }

@@ -1,5 +1,0 @@
-import Testing
-
-@testable import Upstream
-
-@Test func placeholder() { #expect(Bool(true)) }

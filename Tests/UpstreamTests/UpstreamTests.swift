@@ -1,0 +1,97 @@
+import CCurl
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Upstream
+
+@Suite struct UpstreamErrorTests {
+    @Test func curlCodesMapToKinds() {
+        #expect(
+            UpstreamClient.mapError(CURLE_COULDNT_CONNECT, cancelled: false, connected: false).kind
+                == .refused)
+        #expect(
+            UpstreamClient.mapError(CURLE_OPERATION_TIMEDOUT, cancelled: false, connected: true).kind
+                == .timeout)
+        #expect(
+            UpstreamClient.mapError(CURLE_COULDNT_RESOLVE_HOST, cancelled: false, connected: false).kind
+                == .dns)
+        #expect(
+            UpstreamClient.mapError(CURLE_GOT_NOTHING, cancelled: false, connected: true).kind
+                == .connectionLost)
+        #expect(
+            UpstreamClient.mapError(CURLE_WRITE_ERROR, cancelled: true, connected: true).kind == .cancelled)
+    }
+
+    @Test func refusedConnectionIsTypedAndFast() {
+        let client = UpstreamClient()
+        let start = ContinuousClock.now
+        do {
+            _ = try client.perform(
+                UpstreamRequest(method: "GET", url: "http://127.0.0.1:9/", timeout: .seconds(2)))
+            Issue.record("port 9 answered")
+        } catch {
+            #expect(error.kind == .refused)
+            #expect(error.isTransient)
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
+    @Test func durationsInMilliseconds() {
+        #expect(Duration.milliseconds(2500).milliseconds == 2500)
+        #expect(Duration.seconds(3).milliseconds == 3000)
+        #expect(Duration.seconds(-1).milliseconds == 0)
+    }
+}
+
+final class Collect: TransferSink, @unchecked Sendable {
+    let done = DispatchSemaphore(value: 0)
+    var error: UpstreamError?
+    var finished = false
+    func head(status: Int, headers: [(name: String, value: String)]) -> Bool { true }
+    func body(_ bytes: [UInt8]) -> Bool { true }
+    func finished(_ error: UpstreamError?) {
+        self.error = error
+        finished = true
+        done.signal()
+    }
+}
+
+@Suite struct CurlLoopTests {
+    @Test func loopReportsEveryTransferOnce() {
+        let loop = CurlLoop(name: "test-curl")
+        defer { loop.stop() }
+        let sinks = (0..<8).map { _ in Collect() }
+        for sink in sinks {
+            loop.submit(
+                UpstreamRequest(method: "GET", url: "http://127.0.0.1:9/", timeout: .seconds(2)), sink)
+        }
+        for sink in sinks {
+            #expect(sink.done.wait(timeout: .now() + 5) == .success)
+            #expect(sink.error?.kind == .refused)
+        }
+    }
+}
+
+@Suite struct ReachabilityTests {
+    @Test func failureMarksDownAndProbeBringsItBack() {
+        let probeOK = Atomic<Bool>(false)
+        let changes = Mutex<[Bool]>([])
+        let tracker = ReachabilityTracker(
+            name: "t", initialBackoff: .milliseconds(20), maxBackoff: .milliseconds(50),
+            probe: { probeOK.load(ordering: .relaxed) })
+        defer { tracker.stop() }
+        tracker.onChange { up in changes.withLock { $0.append(up) } }
+        #expect(tracker.isReachable)
+        tracker.reportFailure("test")
+        #expect(!tracker.isReachable)
+        probeOK.store(true, ordering: .relaxed)
+        var waited = 0
+        while !tracker.isReachable && waited < 200 {
+            usleep(10_000)
+            waited += 1
+        }
+        #expect(tracker.isReachable)
+        #expect(changes.withLock { $0 } == [false, true])
+    }
+}
