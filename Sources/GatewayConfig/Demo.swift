@@ -15,6 +15,17 @@ extension MirrorgateConfiguration {
           appId: DEMOAPP
           apiKey: demo-search-key
           hosts: ["http://127.0.0.1:9"]
+          indices:
+            # A mirrored index: its upstream is unreachable here, so requests fall back to the mirror, which is
+            # bootstrapped from bundled data (answers carry "origin":"local").
+            demo_mirror:
+              mirrored: true
+              requestStrategy: fallbackOnFailure
+              dataSelectionQueries:
+                - {query: {query: ""}, maxObjects: 1000}
+              bootstrap:
+                settings: demo/packages.settings.json
+                objects: [demo/packages.json]
           offlineIndices:
             demo_packages:
               bootstrap:

@@ -36,6 +36,7 @@ final class AlgoliaFrontend: Sendable {
         self.logger = logger
         offlineLocal = LocalAlgolia(lookup: { offline.lookup($0) })
         let appId = configuration.algolia.appId
+        let ownKey = configuration.algolia.apiKey
         let mirrorMap = mirrors.mirrors
         mirrorLocal = LocalAlgolia(lookup: { name in
             if let o = offline.lookup(name) { return o }
@@ -44,7 +45,9 @@ final class AlgoliaFrontend: Sendable {
                 index: m.current, apiKeys: nil,
                 authorize: { creds in
                     guard let appId, creds.appId == appId, let key = creds.apiKey else { return false }
-                    return keys.isAccepted(appId: appId, index: name, key: key)
+                    // The operator's own sync key (algolia.apiKey) is trusted; other keys only once the
+                    // upstream has accepted them for this index.
+                    return key == ownKey || keys.isAccepted(appId: appId, index: name, key: key)
                 })
         })
     }

@@ -176,6 +176,9 @@ final class MirrorCoordinator: Sendable {
                 metadata: ["index": "\(name)", "objects": "\(stats.objects)", "ms": "\(stats.durationMs)"])
             return .success(stats)
         } catch let error as SyncError {
+            if error.description.hasPrefix("upstream unavailable") {
+                reachability?.reportFailure(error.description)
+            }
             mirror.endSync(.failure(error))
             events.publish("syncDidFinish", ["index": .string(name), "error": .string(error.description)])
             logger.warning("sync failed", metadata: ["index": "\(name)", "error": "\(error)"])
