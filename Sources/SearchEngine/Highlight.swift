@@ -25,7 +25,7 @@ final class Highlighter {
 
     /// How a token matches the query: the word, and whether the whole original token is wrapped
     /// (`cut` nil) or only its first `cut` bytes when the original is as long as the normalized form.
-    private func tokenMatch(_ t: [UInt8]) -> (word: Int, cut: Int?)? {
+    private static func tokenMatch(_ t: [UInt8], words: [QueryWord]) -> (word: Int, cut: Int?)? {
         var found: (Int, Int?)?
         for (w, word) in words.enumerated() {
             if t == word.bytes { return (w, nil) }
@@ -50,13 +50,14 @@ final class Highlighter {
 
     /// The match of a normalized token (memoized): (word, bytes of the original to wrap).
     @inline(__always)
-    private func match(_ bytes: UnsafeBufferPointer<UInt8>, originalLength: Int) -> (word: Int, length: Int)?
-    {
+    private static func match(
+        _ bytes: UnsafeBufferPointer<UInt8>, originalLength: Int, memo: inout ByteKeyTable, words: [QueryWord]
+    ) -> (word: Int, length: Int)? {
         let code: UInt64
         if let known = memo.value(for: bytes) {
             code = known
         } else {
-            if let m = tokenMatch(Array(bytes)) {
+            if let m = tokenMatch(Array(bytes), words: words) {
                 code = UInt64(m.word) << 32 | UInt64(m.cut.map { $0 + 1 } ?? 0)
             } else {
                 code = UInt64.max
@@ -78,15 +79,30 @@ final class Highlighter {
 
     /// Highlights `text`; with `snippetWords`, keeps a window of that many words around the first match.
     func highlight(_ text: String, snippetWords: Int? = nil) -> Result {
-        starts.removeAll(keepingCapacity: true)
-        ends.removeAll(keepingCapacity: true)
-        marks.removeAll(keepingCapacity: true)
+        // Local copies (capacity reused across calls) avoid exclusivity checks in the token loop.
+        var starts = self.starts
+        var ends = self.ends
+        var marks = self.marks
+        var memo = self.memo
+        self.starts = []
+        self.ends = []
+        self.marks = []
+        self.memo = ByteKeyTable()
+        defer {
+            starts.removeAll(keepingCapacity: true)
+            ends.removeAll(keepingCapacity: true)
+            marks.removeAll(keepingCapacity: true)
+            self.starts = starts
+            self.ends = ends
+            self.marks = marks
+            self.memo = memo
+        }
         var firstMatchedToken: Int?
         var matched = Set<Int>()
         var allFull = true
         normalizer.scan(text) { bytes, start, end, _ in
             let originalLength = end - start
-            if let m = match(bytes, originalLength: originalLength) {
+            if let m = Self.match(bytes, originalLength: originalLength, memo: &memo, words: words) {
                 matched.insert(m.word)
                 marks.append((start, start + m.length))
                 if firstMatchedToken == nil { firstMatchedToken = starts.count }
@@ -105,7 +121,7 @@ final class Highlighter {
             var to = utf8.count
             var prefix = ""
             var suffix = ""
-            var marks = self.marks[...]
+            var marks = marks[...]
             if let size = snippetWords, tokenCount > 0, tokenCount > size {
                 let size = max(1, size)
                 let center = firstMatchedToken ?? 0
@@ -180,8 +196,8 @@ struct ByteKeyTable {
     private var arena: [UInt8] = []
     /// (offset into arena, length, value) per entry.
     private var entries: [(offset: Int32, length: Int32, value: UInt64)] = []
-    /// Entry index + 1 per slot (0 = empty); power-of-two size.
-    private var slots = [Int32](repeating: 0, count: 256)
+    /// Entry index + 1 per slot (0 = empty); power-of-two size (empty until the first insert).
+    private var slots: [Int32] = []
 
     @inline(__always) private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -202,6 +218,7 @@ struct ByteKeyTable {
     }
 
     func value(for bytes: UnsafeBufferPointer<UInt8>) -> UInt64? {
+        if slots.isEmpty { return nil }
         let mask = slots.count - 1
         var slot = Self.hash(bytes) & mask
         while true {
@@ -228,7 +245,7 @@ struct ByteKeyTable {
     }
 
     private mutating func grow() {
-        slots = [Int32](repeating: 0, count: slots.count * 2)
+        slots = [Int32](repeating: 0, count: Swift.max(256, slots.count * 2))
         for entry in entries.indices {
             let e = entries[entry]
             let h = arena.withUnsafeBufferPointer { arena in

@@ -140,14 +140,18 @@ final class IndexData: Sendable {
 
     /// Builds from records given one at a time by `feed`, each with its serialized bytes when the caller
     /// has them (nil: serialized here).
+    /// `expectedBytes` (when known) sizes the record storage once instead of growing it by doubling.
     init(
-        settings: EngineSettings, feed: (_ add: (JSON, UnsafeBufferPointer<UInt8>?) -> Void) throws -> Void
+        settings: EngineSettings, expectedBytes: Int = 0,
+        feed: (_ add: (JSON, UnsafeBufferPointer<UInt8>?) -> Void) throws -> Void
     ) rethrows {
         self.settings = settings
         let normalizer = Normalizer(separatorsToIndex: settings.separatorsToIndex)
         self.normalizer = normalizer
         var builder = Builder(settings: settings, normalizer: normalizer)
+        builder.blob.reserveCapacity(expectedBytes)
         try feed { record, bytes in builder.add(record, bytes: bytes) }
+        builder.termIDs = [:]
         recordBlob = builder.blob
         recordOffsets = builder.blobOffsets
         objectIDs = builder.objectIDs
@@ -608,7 +612,8 @@ private struct Builder {
         return columns
     }
 
-    func freezeTerms() -> (
+    /// Freezes the dictionary and postings, releasing the per-term build arrays as it goes.
+    mutating func freezeTerms() -> (
         bytes: [UInt8], offsets: [Int32], postStart: [Int32], postDocs: [UInt32], postOccs: [UInt32]
     ) {
         let order = termList.indices.sorted { termList[$0].lexicographicallyPrecedes(termList[$1]) }
@@ -631,7 +636,11 @@ private struct Builder {
                 postOccs.append(UInt32(truncatingIfNeeded: entry))
             }
             postStart.append(Int32(postDocs.count))
+            termPostings[old] = []
+            termList[old] = []
         }
+        termPostings = []
+        termList = []
         return (bytes, offsets, postStart, postDocs, postOccs)
     }
 }

@@ -105,14 +105,101 @@ struct Normalizer: Sendable {
         _ text: String, firstPosition: Int = 0,
         _ body: (_ normalized: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ position: Int) -> Void
     ) {
-        var position = firstPosition
+        var state = ScanState(position: firstPosition)
+        let hasIndexed = !indexedSeparators.isEmpty
+        var text = text
+        text.withUTF8 { utf8 in
+            var offset = 0
+            let count = utf8.count
+            while offset < count {
+                let lead = utf8[offset]
+                if lead < 0x80 && !hasIndexed {
+                    if lead >= 0x61 && lead <= 0x7A || lead >= 0x30 && lead <= 0x39 {
+                        state.append(lead, at: offset, width: 1)
+                    } else if lead >= 0x41 && lead <= 0x5A {
+                        state.append(lead + 32, at: offset, width: 1)
+                    } else {
+                        state.flush(body)
+                    }
+                    offset += 1
+                    continue
+                }
+                // Decode one scalar (the string is valid UTF-8).
+                let width: Int
+                var value: UInt32
+                if lead < 0x80 {
+                    width = 1
+                    value = UInt32(lead)
+                } else if lead < 0xE0 {
+                    width = 2
+                    value = UInt32(lead & 0x1F)
+                } else if lead < 0xF0 {
+                    width = 3
+                    value = UInt32(lead & 0x0F)
+                } else {
+                    width = 4
+                    value = UInt32(lead & 0x07)
+                }
+                var k = 1
+                while k < width {
+                    value = value << 6 | UInt32(utf8[offset + k] & 0x3F)
+                    k += 1
+                }
+                let scalar = Unicode.Scalar(value) ?? " "
+                if hasIndexed && indexedSeparators.contains(scalar) {
+                    state.flush(body)
+                    let single = Array(String(scalar).utf8)
+                    single.withUnsafeBufferPointer { body($0, offset, offset + width, state.position) }
+                    state.position += 1
+                    offset += width
+                    continue
+                }
+                if value < 0x80 {
+                    let byte = UInt8(value)
+                    if byte >= 0x61 && byte <= 0x7A || byte >= 0x30 && byte <= 0x39 {
+                        state.append(byte, at: offset, width: 1)
+                    } else if byte >= 0x41 && byte <= 0x5A {
+                        state.append(byte + 32, at: offset, width: 1)
+                    } else {
+                        state.flush(body)
+                    }
+                } else if appendFolded(scalar, to: &state.current) {
+                    state.mark(at: offset, width: width)
+                } else {
+                    state.flush(body)
+                }
+                offset += width
+            }
+        }
+        state.flush(body)
+    }
+
+    /// The token being accumulated by ``scan(_:firstPosition:_:)``.
+    private struct ScanState {
+        var position: Int
         var current: [UInt8] = []
-        current.reserveCapacity(32)
         var start = -1
         var end = 0
-        let hasIndexed = !indexedSeparators.isEmpty
 
-        func flush() {
+        init(position: Int) {
+            self.position = position
+            current.reserveCapacity(32)
+        }
+
+        @inline(__always) mutating func mark(at offset: Int, width: Int) {
+            if start < 0 { start = offset }
+            end = offset + width
+        }
+
+        @inline(__always) mutating func append(_ byte: UInt8, at offset: Int, width: Int) {
+            if start < 0 { start = offset }
+            current.append(byte)
+            end = offset + width
+        }
+
+        @inline(__always) mutating func flush(
+            _ body: (UnsafeBufferPointer<UInt8>, Int, Int, Int) -> Void
+        ) {
             if start >= 0 {
                 if !current.isEmpty {
                     current.withUnsafeBufferPointer { body($0, start, end, position) }
@@ -122,42 +209,6 @@ struct Normalizer: Sendable {
                 start = -1
             }
         }
-
-        var offset = 0
-        for scalar in text.unicodeScalars {
-            let width = UTF8.width(scalar)
-            defer { offset += width }
-            let value = scalar.value
-            if hasIndexed && indexedSeparators.contains(scalar) {
-                flush()
-                let single = Array(String(scalar).utf8)
-                single.withUnsafeBufferPointer { body($0, offset, offset + width, position) }
-                position += 1
-                continue
-            }
-            if value < 0x80 {
-                let byte = UInt8(value)
-                if byte >= 0x61 && byte <= 0x7A || byte >= 0x30 && byte <= 0x39 {
-                    if start < 0 { start = offset }
-                    current.append(byte)
-                    end = offset + 1
-                } else if byte >= 0x41 && byte <= 0x5A {
-                    if start < 0 { start = offset }
-                    current.append(byte + 32)
-                    end = offset + 1
-                } else {
-                    flush()
-                }
-                continue
-            }
-            if appendFolded(scalar, to: &current) {
-                if start < 0 { start = offset }
-                end = offset + width
-            } else {
-                flush()
-            }
-        }
-        flush()
     }
 
     /// The normalized tokens of `text`.

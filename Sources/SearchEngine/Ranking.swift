@@ -18,6 +18,14 @@ struct Ranker {
     let minProximity: Int
     let geo: GeoQuery?
     let geoPrecision: Double
+    /// The word match buffers' storage (kept alive by `match`).
+    private let buffers: [UnsafeMutablePointer<UInt64>]
+    /// The key layout: (step, bits) per criterion that contributes, in order (see `key`).
+    private let steps: [(step: KeyStep, bits: Int)]
+    /// Rank columns of the `.sort` steps, in step order.
+    private let sortColumns: [[UInt32]]
+
+    private enum KeyStep { case typo, geo, words, proximity, attribute, exact, custom, sort }
 
     init(data: IndexData, match: MatchResult, options: SearchOptions, geo: GeoQuery?) throws(SearchError) {
         self.data = data
@@ -32,6 +40,37 @@ struct Ranker {
         minProximity = max(1, min(7, try options.int("minProximity", default: 1)))
         self.geo = geo
         geoPrecision = max(1, geo?.precision ?? 1)
+        buffers = match.wordMatches.map(\.values)
+        var steps: [(step: KeyStep, bits: Int)] = []
+        var sortColumns: [[UInt32]] = []
+        var used = 0
+        let wordCount = match.words.count
+        func add(_ step: KeyStep, _ bits: Int) {
+            // Criteria that would overflow the 104 bits are skipped (a later, smaller one may still fit).
+            guard used + bits <= 104 else { return }
+            steps.append((step, bits))
+            used += bits
+        }
+        for criterion in criteria {
+            switch criterion {
+            case .typo: add(.typo, 6)
+            case .geo: if geo?.center != nil { add(.geo, 25) }
+            case .words: add(.words, 6)
+            case .filters: break
+            case .proximity: if wordCount > 1 { add(.proximity, 8) }
+            case .attribute: if wordCount > 0 { add(.attribute, 23) }
+            case .exact: add(.exact, 6)
+            case .custom: if !data.settings.customRanking.isEmpty { add(.custom, 24) }
+            case .sort(let attr, let direction):
+                let name = (direction == .ascending ? "asc(" : "desc(") + attr + ")"
+                if let ranks = data.sortRanks[name], used + 24 <= 104 {
+                    add(.sort, 24)
+                    sortColumns.append(ranks)
+                }
+            }
+        }
+        self.steps = steps
+        self.sortColumns = sortColumns
     }
 
     func values(_ doc: Int) -> RankingValues {
@@ -44,7 +83,7 @@ struct Ranker {
         var best = UInt64.max
         var previous: UInt64 = 0
         for w in words.indices {
-            let m = match.wordMatches[w][doc]
+            let m = buffers[w][doc]
             v.typos += Packed.typos(m)
             let key = Packed.attributeKey(m)
             if key < best {
@@ -82,29 +121,22 @@ struct Ranker {
     func key(_ doc: Int) -> UInt128 {
         let v = values(doc)
         var key: UInt128 = 0
-        var used = 0
-        @inline(__always) func push(_ value: UInt64, bits: Int) {
-            guard used + bits <= 104 else { return }
-            key = key << UInt128(bits) | UInt128(min(value, (1 << UInt64(bits)) - 1))
-            used += bits
-        }
-        let wordCount = match.words.count
-        for criterion in criteria {
-            switch criterion {
-            case .typo: push(UInt64(v.typos), bits: 6)
-            case .geo:
-                if geo?.center != nil { push(UInt64(Double(v.geoDistance) / geoPrecision), bits: 25) }
-            case .words: push(UInt64(max(0, 32 - v.words)), bits: 6)
-            case .filters: break
-            case .proximity: if wordCount > 1 { push(UInt64(v.proximity), bits: 8) }
-            case .attribute: if wordCount > 0 { push(v.attributeKey, bits: 23) }
-            case .exact: push(UInt64(max(0, 32 - v.exactWords)), bits: 6)
-            case .custom:
-                if !data.settings.customRanking.isEmpty { push(UInt64(data.customRank[doc]), bits: 24) }
-            case .sort(let attr, let direction):
-                let name = (direction == .ascending ? "asc(" : "desc(") + attr + ")"
-                if let ranks = data.sortRanks[name] { push(UInt64(ranks[doc]), bits: 24) }
+        var sortIndex = 0
+        for (step, bits) in steps {
+            let value: UInt64
+            switch step {
+            case .typo: value = UInt64(v.typos)
+            case .geo: value = UInt64(Double(v.geoDistance) / geoPrecision)
+            case .words: value = UInt64(max(0, 32 - v.words))
+            case .proximity: value = UInt64(v.proximity)
+            case .attribute: value = v.attributeKey
+            case .exact: value = UInt64(max(0, 32 - v.exactWords))
+            case .custom: value = UInt64(data.customRank[doc])
+            case .sort:
+                value = UInt64(sortColumns[sortIndex][doc])
+                sortIndex += 1
             }
+            key = key << UInt128(bits) | UInt128(min(value, (1 << UInt64(bits)) - 1))
         }
         key = key << 24 | UInt128(doc & 0xFF_FFFF)
         return key

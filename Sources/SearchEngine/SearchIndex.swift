@@ -69,7 +69,7 @@ public final class SearchIndex: Sendable {
         self.synonyms = synonyms
         let engineSettings = EngineSettings(settingsJSON)
         do {
-            data = try IndexData(settings: engineSettings) { add in
+            data = try IndexData(settings: engineSettings, expectedBytes: bytes.count) { add in
                 try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice) }
             }
         } catch let error as JSONParseError {

@@ -123,7 +123,9 @@ private struct TypoSearch {
         m = word.count
         rowCount = m + maxTypos + 3
         rows = .allocate(capacity: rowCount * (m + 1))
-        rows.initialize(repeating: 0, count: rowCount * (m + 1))
+        // Cells outside the diagonal band |i - j| <= maxTypos are never computed: their true distance
+        // exceeds the budget, and "budget + 1" stands for it (Ukkonen's cut-off).
+        rows.initialize(repeating: Int32(maxTypos + 1), count: rowCount * (m + 1))
         for j in 0...m { rows[j] = Int32(j) }
         path = .allocate(capacity: rowCount)
         path.initialize(repeating: 0, count: rowCount)
@@ -186,8 +188,9 @@ private struct TypoSearch {
                 // Compute the row for depth+1.
                 row[0] = Int32(i)
                 var rowMin = Int32(i)
-                var j = 1
-                while j <= m {
+                var j = Swift.max(1, i - maxTypos)
+                let last = Swift.min(m, i + maxTypos)
+                while j <= last {
                     var cost = Swift.min(
                         previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (b == word[j - 1] ? 0 : 1))
                     if i > 1 && j > 1 && b == word[j - 2] && previousByte == word[j - 1] {
