@@ -68,6 +68,9 @@ public final class RelayTransfer: TransferSink {
         public var holdServerErrors = false
         /// Bodies up to this size are sent whole.
         public var bufferLimit = 1 << 20
+        /// A body still arriving this long after the headers is streamed from then on (a slow upstream's
+        /// bytes reach the client as they come, not when the body is complete).
+        public var streamAfter: Duration = .milliseconds(100)
         /// Longest a streamed response may last.
         public var streamTimeout: Duration = .seconds(30)
         /// Final edit of the relayed headers.
@@ -91,6 +94,7 @@ public final class RelayTransfer: TransferSink {
     private var stream: ResponseStream?
     private var streamTransform: (any StreamTransform)?
     private var hold = false
+    private var headAt = ContinuousClock.now
 
     /// Creates the sink; `completion` runs once, on the loop thread, after the response was sent
     /// (or held).
@@ -104,6 +108,7 @@ public final class RelayTransfer: TransferSink {
         self.status = status
         self.headers = headers
         hold = options.holdServerErrors && status >= 500
+        headAt = ContinuousClock.now
         return true
     }
 
@@ -117,7 +122,9 @@ public final class RelayTransfer: TransferSink {
             return out.isEmpty ? !stream.isClosed : stream.writeNonBlocking(out)
         }
         buffer.append(contentsOf: bytes)
-        guard buffer.count > options.bufferLimit else { return true }
+        guard buffer.count > options.bufferLimit || ContinuousClock.now - headAt > options.streamAfter else {
+            return true
+        }
         let s = ResponseStream(timeout: options.streamTimeout, highWater: 16 << 20)
         var h = HopByHop.responseHeaders(headers)
         options.adjustHeaders(&h)

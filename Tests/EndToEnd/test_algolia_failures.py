@@ -147,3 +147,31 @@ def test_reachability_in_status(gateway_factory):
     assert st == 200
     up = json.loads(body)["upstreams"]["algolia"]
     assert up["reachable"] is False, up
+
+
+def test_small_slow_response_reaches_the_client_as_it_comes(gateway_factory, fake_algolia):
+    """A small body that trickles in is relayed while it arrives, not held until it is complete."""
+    import socket
+    import time
+
+    from conftest import algolia_config
+
+    gw = gateway_factory(algolia_config(fake_algolia.url, timeout="10s"))
+    s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+    s.sendall(
+        b"GET /1/indexes/_trickle/x?chunks=4&size=100&interval=0.5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    t0 = time.monotonic()
+    first_body_at = None
+    buf = b""
+    while True:
+        data = s.recv(65536)
+        if not data:
+            break
+        buf += data
+        if first_body_at is None and b"\r\n\r\n" in buf and len(buf.split(b"\r\n\r\n", 1)[1]) > 0:
+            first_body_at = time.monotonic() - t0
+    total = time.monotonic() - t0
+    assert first_body_at is not None
+    assert total >= 1.5, f"the trickle takes ~2 s, took {total:.2f}"
+    assert first_body_at < total - 0.7, f"first body bytes at {first_body_at:.2f}s of {total:.2f}s"
