@@ -56,8 +56,24 @@ struct ConfigOptions: ParsableArguments {
         }
         var demo = try MirrorgateConfiguration.parse(
             yaml: MirrorgateConfiguration.demoYAML, fileName: "<built-in demo>", environment: env)
-        demo.baseDirectory = FileManager.default.fileExists(atPath: "config/demo.yaml") ? "config" : "."
+        demo.baseDirectory = Self.demoDataDirectory()
         return (demo, "<built-in demo>")
+    }
+
+    /// Where the demo's bundled data is: `./config`, else the `config` folder of the checkout the binary
+    /// was built in (`<repo>/.build/<mode>/mirrorgate`), so the demo also runs from another directory.
+    static func demoDataDirectory() -> String {
+        if FileManager.default.fileExists(atPath: "config/demo.yaml") { return "config" }
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var dir = exe.deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("config")
+            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("demo.yaml").path) {
+                return candidate.path
+            }
+            dir = dir.deletingLastPathComponent()
+        }
+        return "."
     }
 }
 
