@@ -190,6 +190,61 @@ final class Highlighter {
     }
 }
 
+extension Highlighter {
+    /// Appends the serialization of `mirror(value, snippetWords:)`; false (nothing written) when that
+    /// is nil.
+    func writeMirror(_ value: JSON, snippetWords: Int?, to out: inout [UInt8]) -> Bool {
+        switch value {
+        case .string, .int, .double, .bool:
+            let text = value.stringValue ?? value.serialized()
+            let result = highlight(text, snippetWords: snippetWords)
+            out.append(contentsOf: #"{"value":"#.utf8)
+            JSON.writeString(result.value, to: &out)
+            out.append(contentsOf: #","matchLevel":""#.utf8)
+            out.append(contentsOf: matchLevel(result.matched).utf8)
+            out.append(UInt8(ascii: "\""))
+            if snippetWords == nil {
+                if !result.matched.isEmpty {
+                    out.append(contentsOf: #","fullyHighlighted":"#.utf8)
+                    out.append(contentsOf: (result.fullyHighlighted ? "true" : "false").utf8)
+                }
+                out.append(contentsOf: #","matchedWords":["#.utf8)
+                for (i, w) in result.matched.sorted().enumerated() {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSON.writeString(words[w].text, to: &out)
+                }
+                out.append(UInt8(ascii: "]"))
+            }
+            out.append(UInt8(ascii: "}"))
+            return true
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            var first = true
+            for item in items where !item.isNull {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                _ = writeMirror(item, snippetWords: snippetWords, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+            return true
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for (key, child) in object where !child.isNull {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                JSON.writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                _ = writeMirror(child, snippetWords: snippetWords, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+            return true
+        case .null:
+            return false
+        }
+    }
+}
+
 /// An open-addressing hash table from short byte strings to `UInt64`, storing keys in one arena so
 /// that lookups never allocate.
 struct ByteKeyTable {

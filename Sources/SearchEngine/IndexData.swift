@@ -404,7 +404,9 @@ private struct Builder {
         case let other?: objectID = other.serialized()
         case nil: objectID = String(doc)
         }
-        if let bytes { blob.append(contentsOf: bytes) } else { record.write(to: &blob) }
+        // Always the canonical serialization (even when the caller has bytes), so that hits can be
+        // written from these bytes as ``JSON/write(to:)`` would write the record.
+        record.write(to: &blob)
         blobOffsets.append(blob.count)
         customKeys.append(settings.customRanking.map { IndexData.sortValue(record, $0.0) })
         for criterion in settings.ranking {
