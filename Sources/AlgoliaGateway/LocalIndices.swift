@@ -193,7 +193,9 @@ public struct LocalAlgolia: Sendable {
             case .search(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return ok(OriginTag.json(try idx.index.search(idx.restrict(params))))
+                return .json(200, "")
+                    .withBody(
+                        OriginTag.tag(try idx.index.searchSerialized(idx.restrict(params)), origin: "local"))
             case .browse(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
@@ -239,7 +241,7 @@ public struct LocalAlgolia: Sendable {
         }
     }
 
-    private func ok(_ json: JSON) -> HTTPResponse { .json(200, json.serialized()) }
+    private func ok(_ json: JSON) -> HTTPResponse { .json(200, "").withBody(json.serializedBytes()) }
 
     private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> Authorized {
         guard let idx = lookup(name) else {
@@ -375,5 +377,14 @@ public struct LocalAlgolia: Sendable {
             results.append(idx.index.getObject(id, attributesToRetrieve: attrs) ?? .null)
         }
         return OriginTag.json(["results": .array(results)])
+    }
+}
+
+extension HTTPResponse {
+    /// The same response with another fixed body.
+    func withBody(_ bytes: [UInt8]) -> HTTPResponse {
+        var r = self
+        r.body = .bytes(bytes)
+        return r
     }
 }
