@@ -17,7 +17,9 @@ final class Highlighter {
 
     init(normalizer: Normalizer, words: [QueryWord], preTag: String, postTag: String, ellipsis: String) {
         self.normalizer = normalizer
-        self.words = words
+        // Matched words are tracked as a 64-bit mask; queries keep at most 32 words (facet queries
+        // longer than 64 words are highlighted on their first 64).
+        self.words = Array(words.prefix(64))
         self.preTag = preTag
         self.postTag = postTag
         self.ellipsis = ellipsis
@@ -79,6 +81,18 @@ final class Highlighter {
 
     /// Highlights `text`; with `snippetWords`, keeps a window of that many words around the first match.
     func highlight(_ text: String, snippetWords: Int? = nil) -> Result {
+        var out: [UInt8] = []
+        let (mask, fully) = highlight(text, snippetWords: snippetWords, escaped: false, into: &out)
+        var matched = Set<Int>()
+        for w in words.indices where mask >> UInt64(w) & 1 == 1 { matched.insert(w) }
+        return Result(value: String(decoding: out, as: UTF8.self), matched: matched, fullyHighlighted: fully)
+    }
+
+    /// Appends the highlighted (or snippeted) text to `out`, JSON-escaped when `escaped` (without the
+    /// quotes); returns the matched query words as a bit mask (bit w: word w) and `fullyHighlighted`.
+    func highlight(
+        _ text: String, snippetWords: Int?, escaped: Bool, into out: inout [UInt8]
+    ) -> (matched: UInt64, fullyHighlighted: Bool) {
         // Local copies (capacity reused across calls) avoid exclusivity checks in the token loop.
         var starts = self.starts
         var ends = self.ends
@@ -98,12 +112,12 @@ final class Highlighter {
             self.memo = memo
         }
         var firstMatchedToken: Int?
-        var matched = Set<Int>()
+        var matched: UInt64 = 0
         var allFull = true
         normalizer.scan(text) { bytes, start, end, _ in
             let originalLength = end - start
             if let m = Self.match(bytes, originalLength: originalLength, memo: &memo, words: words) {
-                matched.insert(m.word)
+                matched |= 1 << UInt64(m.word)
                 marks.append((start, start + m.length))
                 if firstMatchedToken == nil { firstMatchedToken = starts.count }
                 if m.length < originalLength { allFull = false }
@@ -116,12 +130,18 @@ final class Highlighter {
         let tokenCount = starts.count
         if tokenCount == 0 { allFull = false }
         var text = text
-        let (value, anyMark) = text.withUTF8 { utf8 -> (String, Bool) in
+        let anyMark = text.withUTF8 { utf8 -> Bool in
+            @inline(__always) func emit(_ piece: UnsafeBufferPointer<UInt8>) {
+                if escaped { appendEscaped(piece, to: &out) } else { out.append(contentsOf: piece) }
+            }
+            @inline(__always) func emit(_ piece: String) {
+                var piece = piece
+                piece.withUTF8 { emit($0) }
+            }
             var from = 0
             var to = utf8.count
-            var prefix = ""
-            var suffix = ""
             var marks = marks[...]
+            var suffix = false
             if let size = snippetWords, tokenCount > 0, tokenCount > size {
                 let size = max(1, size)
                 let center = firstMatchedToken ?? 0
@@ -130,31 +150,23 @@ final class Highlighter {
                 let last = min(tokenCount, first + size) - 1
                 from = first == 0 ? 0 : starts[first]
                 to = last == tokenCount - 1 ? utf8.count : ends[last]
-                if first > 0 { prefix = ellipsis + (ellipsis.isEmpty ? "" : " ") }
-                if last < tokenCount - 1 { suffix = (ellipsis.isEmpty ? "" : " ") + ellipsis }
+                if first > 0 { emit(ellipsis + (ellipsis.isEmpty ? "" : " ")) }
+                suffix = last < tokenCount - 1
                 marks = ArraySlice(marks.filter { $0.start >= from && $0.end <= to })
             }
-            if marks.isEmpty && prefix.isEmpty && suffix.isEmpty {
-                return (
-                    String(decoding: UnsafeBufferPointer(rebasing: utf8[from..<to]), as: UTF8.self), false
-                )
-            }
-            var out: [UInt8] = []
-            out.reserveCapacity(to - from + marks.count * (preTag.utf8.count + postTag.utf8.count) + 8)
-            out.append(contentsOf: prefix.utf8)
             var cursor = from
             for mark in marks {
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[cursor..<mark.start]))
-                out.append(contentsOf: preTag.utf8)
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[mark.start..<mark.end]))
-                out.append(contentsOf: postTag.utf8)
+                emit(UnsafeBufferPointer(rebasing: utf8[cursor..<mark.start]))
+                emit(preTag)
+                emit(UnsafeBufferPointer(rebasing: utf8[mark.start..<mark.end]))
+                emit(postTag)
                 cursor = mark.end
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[cursor..<to]))
-            out.append(contentsOf: suffix.utf8)
-            return (String(decoding: out, as: UTF8.self), !marks.isEmpty)
+            emit(UnsafeBufferPointer(rebasing: utf8[cursor..<to]))
+            if suffix { emit((ellipsis.isEmpty ? "" : " ") + ellipsis) }
+            return !marks.isEmpty
         }
-        return Result(value: value, matched: matched, fullyHighlighted: allFull && anyMark)
+        return (matched, allFull && anyMark)
     }
 
     func matchLevel(_ matched: Set<Int>) -> String {
@@ -197,20 +209,23 @@ extension Highlighter {
         switch value {
         case .string, .int, .double, .bool:
             let text = value.stringValue ?? value.serialized()
-            let result = highlight(text, snippetWords: snippetWords)
-            out.append(contentsOf: #"{"value":"#.utf8)
-            JSON.writeString(result.value, to: &out)
-            out.append(contentsOf: #","matchLevel":""#.utf8)
-            out.append(contentsOf: matchLevel(result.matched).utf8)
+            out.append(contentsOf: #"{"value":""#.utf8)
+            let (matched, fully) = highlight(text, snippetWords: snippetWords, escaped: true, into: &out)
+            out.append(contentsOf: #"","matchLevel":""#.utf8)
+            let level =
+                matched == 0 ? "none" : (matched.nonzeroBitCount == words.count ? "full" : "partial")
+            out.append(contentsOf: level.utf8)
             out.append(UInt8(ascii: "\""))
             if snippetWords == nil {
-                if !result.matched.isEmpty {
+                if matched != 0 {
                     out.append(contentsOf: #","fullyHighlighted":"#.utf8)
-                    out.append(contentsOf: (result.fullyHighlighted ? "true" : "false").utf8)
+                    out.append(contentsOf: (fully ? "true" : "false").utf8)
                 }
                 out.append(contentsOf: #","matchedWords":["#.utf8)
-                for (i, w) in result.matched.sorted().enumerated() {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                var first = true
+                for w in words.indices where matched >> UInt64(w) & 1 == 1 {
+                    if !first { out.append(UInt8(ascii: ",")) }
+                    first = false
                     JSON.writeString(words[w].text, to: &out)
                 }
                 out.append(UInt8(ascii: "]"))
@@ -242,6 +257,37 @@ extension Highlighter {
         case .null:
             return false
         }
+    }
+}
+
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+/// Appends `bytes` (UTF-8) escaped as JSON string content, exactly as ``JSON/writeString(_:to:)``
+/// escapes (`"`, `\\` and control characters).
+func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+    var runStart = 0
+    for i in 0..<bytes.count {
+        let byte = bytes[i]
+        guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
+        if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+        runStart = i + 1
+        out.append(0x5C)
+        switch byte {
+        case 0x22: out.append(0x22)
+        case 0x5C: out.append(0x5C)
+        case 0x0A: out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(UInt8(ascii: "t"))
+        case 0x08: out.append(UInt8(ascii: "b"))
+        case 0x0C: out.append(UInt8(ascii: "f"))
+        default:
+            out.append(contentsOf: [
+                UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)],
+            ])
+        }
+    }
+    if runStart < bytes.count {
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
     }
 }
 

@@ -369,11 +369,15 @@ public final class SearchIndex: Sendable {
     }
 
     private func highlightAttributes(_ options: SearchOptions, record: JSONObject) -> [String] {
+        highlightAttributes(options, keys: record.keys)
+    }
+
+    private func highlightAttributes(_ options: SearchOptions, keys: [String]) -> [String] {
         if let list = options.list("attributesToHighlight") {
-            if list.contains("*") { return record.keys.filter { $0 != "objectID" } }
+            if list.contains("*") { return keys.filter { $0 != "objectID" } }
             return list
         }
-        if data.settings.searchable.isEmpty { return record.keys.filter { $0 != "objectID" } }
+        if data.settings.searchable.isEmpty { return keys.filter { $0 != "objectID" } }
         var seen = Set<String>()
         return data.settings.searchable.map(\.path).filter { seen.insert($0).inserted }
     }
@@ -432,24 +436,69 @@ public final class SearchIndex: Sendable {
     /// Appends the serialization of `hit(doc, context)`: from the stored record bytes when the hit is
     /// the whole record plus highlights and snippets, else by serializing ``hit(_:_:)``.
     private func writeHit(_ doc: Int, _ context: HitContext, to out: inout [UInt8]) throws(SearchError) {
-        let record = data.record(doc)
-        guard context.rawRecord, case .object(let full) = record,
-            !full.keys.contains(where: Self.computedKeys.contains)
-        else {
+        let start = data.recordOffsets[doc]
+        let end = data.recordOffsets[doc + 1]
+        let fields =
+            context.rawRecord
+            ? data.recordBlob.withUnsafeBufferPointer {
+                topLevelFields(UnsafeBufferPointer(rebasing: $0[start..<end]))
+            }
+            : nil
+        guard let fields else {
             try hit(doc, context).write(to: &out)
             return
         }
-        let attributes = context.highlightAttributes ?? highlightAttributes(context.options, record: full)
+        func index(of name: String) -> Int? {
+            var name = name
+            return name.withUTF8 { name in
+                data.recordBlob.withUnsafeBufferPointer { blob in
+                    fields.firstIndex { field in
+                        field.key.count == name.count
+                            && memcmpEqual(
+                                blob.baseAddress! + start + field.key.lowerBound, name.baseAddress, name.count
+                            )
+                    }
+                }
+            }
+        }
+        func keyString(_ f: Int) -> String {
+            data.recordBlob.withUnsafeBufferPointer { blob in
+                String(
+                    decoding: UnsafeBufferPointer(
+                        rebasing: blob[
+                            (start + fields[f].key.lowerBound)..<(start + fields[f].key.upperBound)]),
+                    as: UTF8.self)
+            }
+        }
+        func value(_ f: Int) -> JSON? {
+            data.recordBlob.withUnsafeBufferPointer { blob in
+                try? JSON.parse(
+                    buffer: UnsafeBufferPointer(
+                        rebasing: blob[
+                            (start + fields[f].value.lowerBound)..<(start + fields[f].value.upperBound)]))
+            }
+        }
+        if Self.computedKeys.contains(where: { index(of: $0) != nil }) {
+            try hit(doc, context).write(to: &out)
+            return
+        }
+        let attributes =
+            context.highlightAttributes
+            ?? highlightAttributes(context.options, keys: fields.indices.map(keyString))
         var snippetTargets: [(String, Int)] = []
         for (attribute, size) in context.snippets {
             if attribute == "*" {
-                for key in full.keys where key != "objectID" { snippetTargets.append((key, size)) }
+                for f in fields.indices {
+                    let key = keyString(f)
+                    if key != "objectID" { snippetTargets.append((key, size)) }
+                }
             } else {
                 snippetTargets.append((attribute, size))
             }
         }
-        // Nested highlight paths and repeated snippet targets take the general path.
-        if attributes.contains(where: { full[$0] == nil && $0.split(separator: ".").count > 1 })
+        // Nested paths and repeated snippet targets take the general path.
+        if attributes.contains(where: { index(of: $0) == nil && $0.split(separator: ".").count > 1 })
+            || snippetTargets.contains(where: { index(of: $0.0) == nil && $0.0.contains(".") })
             || Set(snippetTargets.map(\.0)).count != snippetTargets.count
         {
             try hit(doc, context).write(to: &out)
@@ -457,16 +506,14 @@ public final class SearchIndex: Sendable {
         }
         // Stored records are canonical serializations: copy all but the closing brace.
         data.recordBlob.withUnsafeBufferPointer { blob in
-            out.append(
-                contentsOf: UnsafeBufferPointer(
-                    rebasing: blob[data.recordOffsets[doc]..<(data.recordOffsets[doc + 1] - 1)]))
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: blob[start..<(end - 1)]))
         }
-        var needsComma = !full.isEmpty
+        var needsComma = !fields.isEmpty
         let highlighter = context.highlighter
         var written: [String] = []
         var section: [UInt8] = []
         for attribute in attributes where !written.contains(attribute) {
-            guard let value = value(at: attribute, in: record) else { continue }
+            guard let f = index(of: attribute), let value = value(f) else { continue }
             let mark = section.count
             if !written.isEmpty { section.append(UInt8(ascii: ",")) }
             JSON.writeString(attribute, to: &section)
@@ -487,7 +534,7 @@ public final class SearchIndex: Sendable {
         written.removeAll()
         section.removeAll(keepingCapacity: true)
         for (target, size) in snippetTargets {
-            guard let value = value(at: target, in: record) else { continue }
+            guard let f = index(of: target), let value = value(f) else { continue }
             let mark = section.count
             if !written.isEmpty { section.append(UInt8(ascii: ",")) }
             JSON.writeString(target, to: &section)
@@ -903,4 +950,75 @@ enum Base64 {
         }
         return out
     }
+}
+
+@inline(__always) func memcmpEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>?, _ count: Int)
+    -> Bool
+{
+    guard let b else { return count == 0 }
+    var i = 0
+    while i < count {
+        if a[i] != b[i] { return false }
+        i += 1
+    }
+    return true
+}
+
+/// The top-level (key, value) byte ranges of a compact serialized object (as ``JSON/write(to:)``
+/// writes it); nil when `bytes` is not such an object or a key holds an escape.
+func topLevelFields(_ bytes: UnsafeBufferPointer<UInt8>) -> [(key: Range<Int>, value: Range<Int>)]? {
+    let quote = UInt8(ascii: "\"")
+    guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return nil }
+    var fields: [(key: Range<Int>, value: Range<Int>)] = []
+    if bytes[1] == UInt8(ascii: "}") { return bytes.count == 2 ? fields : nil }
+    var i = 1
+    while i < bytes.count {
+        guard bytes[i] == quote else { return nil }
+        let keyStart = i + 1
+        var j = keyStart
+        while j < bytes.count && bytes[j] != quote {
+            if bytes[j] == UInt8(ascii: "\\") { return nil }
+            j += 1
+        }
+        guard j + 1 < bytes.count, bytes[j + 1] == UInt8(ascii: ":") else { return nil }
+        let valueStart = j + 2
+        guard let valueEnd = skipJSONValue(bytes, from: valueStart), valueEnd < bytes.count else {
+            return nil
+        }
+        fields.append((keyStart..<j, valueStart..<valueEnd))
+        if bytes[valueEnd] == UInt8(ascii: "}") { return valueEnd == bytes.count - 1 ? fields : nil }
+        guard bytes[valueEnd] == UInt8(ascii: ",") else { return nil }
+        i = valueEnd + 1
+    }
+    return nil
+}
+
+/// The end of the compact JSON value starting at `start` (exclusive), or nil when unterminated.
+private func skipJSONValue(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+    var i = start
+    var depth = 0
+    while i < bytes.count {
+        let c = bytes[i]
+        if c == UInt8(ascii: "\"") {
+            i += 1
+            while i < bytes.count && bytes[i] != UInt8(ascii: "\"") {
+                if bytes[i] == UInt8(ascii: "\\") { i += 1 }
+                i += 1
+            }
+            i += 1
+            if depth == 0 { return i <= bytes.count ? i : nil }
+            continue
+        }
+        if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") {
+            depth += 1
+        } else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
+            if depth == 0 { return i }
+            depth -= 1
+            if depth == 0 { return i + 1 }
+        } else if depth == 0 && c == UInt8(ascii: ",") {
+            return i
+        }
+        i += 1
+    }
+    return depth == 0 && i > start ? i : nil
 }
