@@ -80,6 +80,26 @@ public final class SearchIndex: Sendable {
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
+    /// Builds from a JSON array text delivered in chunks by `next` (nil at the end), element by
+    /// element, so that neither the whole text nor all parsed records are ever in memory at once.
+    /// `sizeHint` (the text's total size, when known) sizes the record storage once.
+    public convenience init(
+        name: String, settings: JSON, synonyms: [JSON] = [], jsonArrayChunks next: () throws -> [UInt8]?,
+        sizeHint: Int = 0, generation: String? = nil
+    ) throws {
+        let settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
+        let data = try IndexData(settings: EngineSettings(settingsJSON), expectedBytes: sizeHint) { add in
+            var stream = JSONArrayStream()
+            while let chunk = try next() {
+                try stream.feed(chunk) { element in add(try JSON.parse(buffer: element), element) }
+            }
+            try stream.finish()
+        }
+        self.init(
+            name: name, settings: settingsJSON, synonyms: synonyms, data: data,
+            generation: generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36))
+    }
+
     init(name: String, settings: JSON, synonyms: [JSON], data: IndexData, generation: String) {
         self.name = name
         settingsJSON = settings
@@ -1021,4 +1041,111 @@ private func skipJSONValue(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int)
         i += 1
     }
     return depth == 0 && i > start ? i : nil
+}
+
+/// Splits a JSON array text arriving in chunks into its elements' bytes (each handed over once
+/// complete; parsing is the caller's). Keeps only the unfinished element between chunks.
+struct JSONArrayStream {
+    private var buffer: [UInt8] = []
+    /// Bytes of the text before `buffer[0]` (for error offsets).
+    private var base = 0
+    private var position = 0
+    private var elementStart = -1
+    private var depth = 0
+    private var inString = false
+    private var escaped = false
+    private var scalar = false
+    private var started = false
+    private var finished = false
+
+    private static func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
+
+    private func failure(_ message: String) -> JSONParseError {
+        JSONParseError(offset: base + position, message: message)
+    }
+
+    mutating func feed(_ chunk: [UInt8], _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
+        buffer.append(contentsOf: chunk)
+        while position < buffer.count {
+            let c = buffer[position]
+            if finished {
+                guard Self.isSpace(c) else { throw failure("Unexpected data after the array") }
+                position += 1
+                continue
+            }
+            if !started {
+                if Self.isSpace(c) {
+                    position += 1
+                    continue
+                }
+                guard c == UInt8(ascii: "[") else { throw failure("Expected a JSON array") }
+                started = true
+                position += 1
+                continue
+            }
+            if elementStart < 0 {
+                if Self.isSpace(c) || c == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if c == UInt8(ascii: "]") {
+                    finished = true
+                    position += 1
+                    continue
+                }
+                elementStart = position
+                depth = 0
+                inString = false
+                escaped = false
+                scalar = false
+                switch c {
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth = 1
+                case UInt8(ascii: "\""): inString = true
+                default: scalar = true
+                }
+                position += 1
+                continue
+            }
+            var end = -1
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if c == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if c == UInt8(ascii: "\"") {
+                    inString = false
+                    if depth == 0 { end = position + 1 }
+                }
+            } else if scalar {
+                if Self.isSpace(c) || c == UInt8(ascii: ",") || c == UInt8(ascii: "]") { end = position }
+            } else if c == UInt8(ascii: "\"") {
+                inString = true
+            } else if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") {
+                depth += 1
+            } else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
+                depth -= 1
+                if depth == 0 { end = position + 1 }
+            }
+            if end >= 0 {
+                let range = elementStart..<end
+                try buffer.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
+                elementStart = -1
+                position = end
+                continue
+            }
+            position += 1
+        }
+        // Keep only the unfinished element.
+        let keep = elementStart >= 0 ? elementStart : position
+        if keep > 0 {
+            buffer.removeSubrange(0..<keep)
+            base += keep
+            position -= keep
+            if elementStart >= 0 { elementStart = 0 }
+        }
+    }
+
+    mutating func finish() throws {
+        guard started, finished, elementStart < 0 else { throw failure("Unterminated JSON array") }
+    }
 }

@@ -73,3 +73,53 @@ import Testing
         }
     }
 }
+
+/// `SearchIndex(jsonArrayChunks:)` builds the same index as `SearchIndex(jsonArray:)` whatever the
+/// chunk boundaries, and rejects malformed arrays.
+@Suite struct StreamingBuildTests {
+    static let text = #"""
+         [ {"objectID":"1","title":"alpha ] \"beta\" {","tags":["x","y]"],"n":{"a":[1,{"b":2}]}},
+        {"objectID":"2","title":"gamma\\","v":-1.5e3} ,{"objectID":"3","title":"delta","e":[]}
+        ,{"objectID":"4"} ]
+        """#
+
+    static func chunks(_ bytes: [UInt8], size: Int) -> () -> [UInt8]? {
+        var offset = 0
+        return {
+            guard offset < bytes.count else { return nil }
+            defer { offset += size }
+            return Array(bytes[offset..<min(bytes.count, offset + size)])
+        }
+    }
+
+    @Test func sameIndexAnyChunking() throws {
+        let bytes = Array(Self.text.utf8)
+        let whole = try SearchIndex(name: "t", settings: [:], jsonArray: bytes, generation: "g")
+        for size in [1, 2, 3, 7, 64, 100_000] {
+            let streamed = try SearchIndex(
+                name: "t", settings: [:], jsonArrayChunks: Self.chunks(bytes, size: size), generation: "g")
+            #expect(streamed.records == whole.records, "chunk size \(size)")
+            for query in ["alpha", "gamma", "", "delt"] {
+                var a = try streamed.search(["query": .string(query)]).objectValue!
+                var b = try whole.search(["query": .string(query)]).objectValue!
+                a["processingTimeMS"] = nil
+                b["processingTimeMS"] = nil
+                #expect(a == b)
+            }
+        }
+        #expect(whole.objectCount == 4)
+    }
+
+    @Test func malformedArrays() {
+        for bad in ["", "{}", "[{\"a\":1}", "[{\"a\":1}] x", "[{\"a\":}]", "[{\"a\":\"unterminated]"] {
+            #expect(throws: (any Error).self, "\(bad)") {
+                _ = try SearchIndex(
+                    name: "t", settings: [:], jsonArrayChunks: Self.chunks(Array(bad.utf8), size: 3))
+            }
+        }
+        #expect(
+            (try? SearchIndex(
+                name: "t", settings: [:], jsonArrayChunks: Self.chunks(Array("[]".utf8), size: 1)))?
+                .objectCount == 0)
+    }
+}

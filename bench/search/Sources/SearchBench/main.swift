@@ -96,12 +96,20 @@ do {
     var result = JSONObject()
     switch args[1] {
     case "build":
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: args[2])))
+        // The file is streamed in 1 MiB chunks (the build never holds the whole text).
+        let size = (try FileManager.default.attributesOfItem(atPath: args[2])[.size] as? Int) ?? 0
+        guard let file = FileHandle(forReadingAtPath: args[2]) else { throw CocoaError(.fileNoSuchFile) }
         let t0 = now()
-        let index = try SearchIndex(name: "debian", settings: settings, jsonArray: bytes)
+        let index = try SearchIndex(
+            name: "debian", settings: settings,
+            jsonArrayChunks: {
+                guard let data = try file.read(upToCount: 1 << 20), !data.isEmpty else { return nil }
+                return [UInt8](data)
+            }, sizeHint: size)
         let t1 = now()
+        try file.close()
         result["records"] = .int(Int64(index.objectCount))
-        result["jsonBytes"] = .int(Int64(bytes.count))
+        result["jsonBytes"] = .int(Int64(size))
         result["buildMs"] = .double(t1 - t0)
         result["buildRecordsPerSecond"] = .double(Double(index.objectCount) / ((t1 - t0) / 1000))
         result["peakRSSAfterBuildMiB"] = .double(peakRSSMiB())
