@@ -11,7 +11,7 @@ med = lambda xs: statistics.median(xs)
 classes = list(runs["engine"][0]["classes"].keys())
 print(f"`bash bench/search/run.sh` — commit `{commit}`, {rounds} rounds (order alternates), "
       f"{runs['engine'][0]['classes'][classes[0]]['n'] // 20} repetitions per query, 20 queries per class, "
-      "page of 20 hits with highlighting (engine), facets on section+priority, numeric filter on installedSize.\n")
+      "page of 20 hits with highlighting (engine: `searchSerialized`, i.e. the answer as response bytes), facets on section+priority, numeric filter on installedSize.\n")
 print("| class | engine p50 | engine p99 | tantivy p50 | tantivy p99 | FTS5 p50 | FTS5 p99 | p50 ratio engine/tantivy | p99 ratio | no worse than tantivy |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 ok_all = True
@@ -33,7 +33,7 @@ js = runs["engine"][0]["jsonBytes"] / 2**20
 print(f"Engine: first answer after restart (open SQLite store, load, first query; separate process) "
       f"median {med([r['firstAnswerAfterRestartMs'] for r in restart]):.0f} ms (target ≤ 2000), peak RSS of that process "
       f"{med([r['peakRSSMiB'] for r in restart]):.0f} MiB; corpus JSON {js:.1f} MiB → 4× = {4*js:.0f} MiB. "
-      f"Peak RSS of the build process (holds the file bytes too): {med([r['peakRSSMiB'] for r in runs['engine']]):.0f} MiB. "
+      f"Peak RSS of the build process (file streamed in 1 MiB chunks, then the queries): {med([r['peakRSSMiB'] for r in runs['engine']]):.0f} MiB. "
       f"Store write (SQLite, chunked) {med([r['storeBuildMs'] for r in runs['engine']]):.0f} ms.")
 print(f"\nPer class p50/p99 no worse than tantivy: {'all classes' if ok_all else 'NOT in every class (see table)'}; "
       "target p50 ≤ 1 ms and p99 ≤ 5 ms per class.")
