@@ -103,6 +103,8 @@ public final class AlgoliaForwarder: Sendable {
         public var originHeader = false
         /// Insert `"origin":"remote"` into a 2xx JSON envelope (asks the upstream for identity encoding).
         public var tagBody = false
+        /// With `tagBody`: also tag each object of the envelope's `results` (multi-queries).
+        public var tagResults = false
         /// Called with the status of a relayed answer (before nothing: after it was handed to the client).
         public var onRelayed: ((Int) -> Void)?
         /// Called instead of answering `unavailableStatus` when no host answers or all answered 5xx.
@@ -177,8 +179,15 @@ public final class AlgoliaForwarder: Sendable {
             }
             if hooks.tagBody {
                 options.transformIf = { status in (200..<300).contains(status) }
-                options.transform = { OriginTag.tag($0) }
-                options.makeStreamTransform = { OriginTag.Streaming() }
+                if hooks.tagResults {
+                    // Per-result tags need the whole body (multi-query answers are small).
+                    options.bufferLimit = 16 << 20
+                    options.streamAfter = .seconds(3600)
+                    options.transform = { OriginTag.tagResults($0) }
+                } else {
+                    options.transform = { OriginTag.tag($0) }
+                    options.makeStreamTransform = { OriginTag.Streaming() }
+                }
             }
             let sink = RelayTransfer(responder: responder, options: options) { outcome in
                 switch outcome {

@@ -152,6 +152,9 @@ public final class MirroredIndex: Sendable {
     /// Whether a sync is running.
     public var isSyncing: Bool { state.withLock { $0.syncing } }
 
+    /// Whether the last sync attempt failed.
+    public var lastRunFailed: Bool { state.withLock { $0.lastError != nil } }
+
     /// Ends a sync with its result; schedules the next one.
     public func endSync(_ result: Result<(SearchIndex, SyncStats), SyncError>) {
         state.withLock { s in
@@ -288,9 +291,10 @@ public struct MirrorFetcher: Sendable {
     }
 
     /// Fetches everything for `settings.name`; `progress` is called after each page with the object count.
-    public func fetch(_ settings: MirrorSettings, progress: (Int) -> Void = { _ in }) throws(SyncError) -> (
-        settings: JSON, synonyms: [JSON], records: [JSON], pages: Int
-    ) {
+    public func fetch(
+        _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)? = nil,
+        progress: (Int) -> Void = { _ in }
+    ) throws(SyncError) -> (settings: JSON, synonyms: [JSON], records: [JSON], pages: Int) {
         let name = FormEncoding.pathSegment(settings.name)
         let indexSettings = try call("GET", "/1/indexes/\(name)/settings?getVersion=1", body: nil)
         var synonyms: [JSON] = []
@@ -307,13 +311,40 @@ public struct MirrorFetcher: Sendable {
         var order: [String] = []
         var records: [String: JSON] = [:]
         var pages = 0
-        for selection in settings.selections {
+        var start = SyncCheckpoint(selection: 0, cursor: nil, fetched: 0, pages: 0)
+        // Resume an interrupted sync of the same data selection from its last stored page.
+        if let checkpoints, let saved = checkpoints.resume(settings.settingsKey) {
+            start = saved.checkpoint
+            pages = saved.checkpoint.pages
+            for record in saved.records {
+                guard let id = record["objectID"]?.stringValue else { continue }
+                if records[id] == nil { order.append(id) }
+                records[id] = record
+            }
+        }
+        for (position, selection) in settings.selections.enumerated() where position >= start.selection {
             var params = selection.parameters
             params["hitsPerPage"] = 1000
             var body: JSON = .object(params)
             var fetched = 0
+            if position == start.selection, let cursor = start.cursor {
+                body = ["cursor": .string(cursor)]
+                fetched = start.fetched
+            }
+            var resumedCursor = position == start.selection && start.cursor != nil
             while true {
-                let page = try call("POST", "/1/indexes/\(name)/browse", body: body)
+                let page: JSON
+                do {
+                    page = try call("POST", "/1/indexes/\(name)/browse", body: body)
+                } catch {
+                    if resumedCursor && !error.description.hasPrefix("upstream unavailable") {
+                        // The stored cursor is no longer valid: start over cleanly.
+                        checkpoints?.clear(settings.settingsKey)
+                        return try fetch(settings, checkpoints: checkpoints, progress: progress)
+                    }
+                    throw error
+                }
+                resumedCursor = false
                 pages += 1
                 let hits = page["hits"]?.arrayValue ?? []
                 for hit in hits {
@@ -323,16 +354,55 @@ public struct MirrorFetcher: Sendable {
                 }
                 fetched += hits.count
                 progress(records.count)
-                guard fetched < selection.maxObjects, let cursor = page["cursor"]?.stringValue,
-                    !cursor.isEmpty
-                else {
-                    break
-                }
+                let cursor = page["cursor"]?.stringValue
+                let more = fetched < selection.maxObjects && !(cursor ?? "").isEmpty
+                checkpoints?.save(
+                    settings.settingsKey,
+                    SyncCheckpoint(
+                        selection: more ? position : position + 1, cursor: more ? cursor : nil,
+                        fetched: more ? fetched : 0, pages: pages),
+                    page: hits)
+                guard more, let cursor else { break }
                 body = ["cursor": .string(cursor)]
             }
         }
         return (indexSettings, synonyms, order.compactMap { records[$0] }, pages)
     }
+}
+
+/// Where a sync stands: which data selection, its browse cursor, how many objects it fetched.
+public struct SyncCheckpoint: Sendable, Equatable {
+    /// Index of the data selection being browsed.
+    public var selection: Int
+    /// Browse cursor to continue with (nil: start the selection).
+    public var cursor: String?
+    /// Objects fetched so far for that selection.
+    public var fetched: Int
+    /// Pages fetched so far in the whole sync.
+    public var pages: Int
+
+    /// Creates a checkpoint.
+    public init(selection: Int, cursor: String?, fetched: Int, pages: Int) {
+        self.selection = selection
+        self.cursor = cursor
+        self.fetched = fetched
+        self.pages = pages
+    }
+}
+
+/// Durable progress of running syncs, so that a sync interrupted by a crash resumes from its last page.
+public protocol SyncCheckpointStore: Sendable {
+    /// The saved checkpoint and the records fetched before it, if a sync of `key` was interrupted.
+    func resume(_ key: String) -> (checkpoint: SyncCheckpoint, records: [JSON])?
+    /// Stores one fetched page and the checkpoint after it, atomically.
+    func save(_ key: String, _ checkpoint: SyncCheckpoint, page: [JSON])
+    /// Forgets the progress of `key` (after success, or when its cursor became invalid).
+    func clear(_ key: String)
+}
+
+extension MirrorSettings {
+    /// Identifies a sync's progress: the index and its data selection (a changed selection restarts).
+    public var settingsKey: String { name + "\n" + selectionFingerprint }
 }
 
 /// Percent-encoding of one URL path segment.

@@ -20,6 +20,62 @@ public enum OriginTag {
         return out
     }
 
+    /// Tags a multi-query or getObjects envelope: the envelope and every object element of its top-level
+    /// `results` array get `"origin":"…"` as their first member; all other bytes are kept.
+    public static func tagResults(_ body: [UInt8], origin: String = "remote") -> [UInt8] {
+        let insert = Array("\"origin\":\"\(origin)\"".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(body.count + 64)
+        var depth = 0
+        var inString = false
+        var escaped = false
+        var keyStart = -1
+        var lastKey: ArraySlice<UInt8> = []
+        var inResults = false
+        var i = 0
+        while i < body.count {
+            let b = body[i]
+            out.append(b)
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if b == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if b == UInt8(ascii: "\"") {
+                    inString = false
+                    if depth == 1 && keyStart >= 0 { lastKey = body[(keyStart + 1)..<i] }
+                }
+                i += 1
+                continue
+            }
+            switch b {
+            case UInt8(ascii: "\""):
+                inString = true
+                keyStart = i
+            case UInt8(ascii: "{"):
+                depth += 1
+                if depth == 1 || (depth == 3 && inResults) {
+                    out.append(contentsOf: insert)
+                    var j = i + 1
+                    while j < body.count && isSpace(body[j]) { j += 1 }
+                    if j < body.count && body[j] != UInt8(ascii: "}") { out.append(UInt8(ascii: ",")) }
+                }
+            case UInt8(ascii: "["):
+                depth += 1
+                if depth == 2 && Array(lastKey) == Array("results".utf8) { inResults = true }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 2 && b == UInt8(ascii: "]") { inResults = false }
+                depth -= 1
+            case UInt8(ascii: ","), UInt8(ascii: ":"):
+                if b == UInt8(ascii: ",") && depth == 1 { lastKey = [] }
+            default: break
+            }
+            if b != UInt8(ascii: "\"") { keyStart = inString ? keyStart : -1 }
+            i += 1
+        }
+        return out
+    }
+
     /// A local envelope with `"origin":"local"` as its first member.
     public static func json(_ envelope: JSON, origin: String = "local") -> JSON {
         guard case .object(let o) = envelope else { return envelope }

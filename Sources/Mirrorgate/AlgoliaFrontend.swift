@@ -170,6 +170,7 @@ final class AlgoliaFrontend: Sendable {
         var hooks = AlgoliaForwarder.Hooks()
         hooks.originHeader = !mirrored.isEmpty
         hooks.tagBody = tag
+        hooks.tagResults = tag && request.path.hasSuffix("/queries")
         hooks.onUnavailable = onUnavailable
         if !mirrored.isEmpty, let appId = configuration.algolia.appId {
             let credentials = AlgoliaCredentials(request)

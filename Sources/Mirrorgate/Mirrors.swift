@@ -17,6 +17,7 @@ final class MirrorCoordinator: Sendable {
     private let store: IndexStore?
     private let state: DatabasePool?
     private let fetcher: MirrorFetcher?
+    private let checkpoints: SQLiteCheckpoints?
     private let reachability: ReachabilityTracker?
     private let events: EventBus
     private let logger: Logger
@@ -44,6 +45,7 @@ final class MirrorCoordinator: Sendable {
         } else {
             fetcher = nil
         }
+        checkpoints = try state.map { try SQLiteCheckpoints(pool: $0) }
         var saved: [String: (Double, String)] = [:]
         if let state {
             try state.write { db in
@@ -97,9 +99,14 @@ final class MirrorCoordinator: Sendable {
         mirrors = built
     }
 
-    /// Starts the scheduler thread (checks every 250 ms what is due).
+    /// Starts the scheduler thread (checks every 250 ms what is due), and syncs every mirror whose last
+    /// run failed as soon as the upstream is reachable again.
     func start() {
         guard !mirrors.isEmpty, fetcher != nil else { return }
+        reachability?.onChange { [self] up in
+            guard up else { return }
+            for mirror in mirrors.values where mirror.lastRunFailed || mirror.isSyncDue() { launch(mirror) }
+        }
         let thread = Thread { [self] in
             while !self.stopped.load(ordering: .relaxed) {
                 for mirror in self.mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
@@ -140,7 +147,7 @@ final class MirrorCoordinator: Sendable {
             return .failure(error)
         }
         do {
-            let fetched = try fetcher.fetch(mirror.settings)
+            let fetched = try fetcher.fetch(mirror.settings, checkpoints: checkpoints)
             let fetchDone = ContinuousClock.now
             events.publish("buildDidStart", ["index": .string(name)])
             var index = SearchIndex(
@@ -160,6 +167,7 @@ final class MirrorCoordinator: Sendable {
             events.publish(
                 "buildDidFinish", ["index": .string(name), "objects": .int(Int64(index.objectCount))])
             mirror.endSync(.success((index, stats)))
+            checkpoints?.clear(mirror.settings.settingsKey)
             try? state?.write { db in
                 try db.run(
                     "INSERT OR REPLACE INTO mg_mirror_state (name, last_success, fingerprint) VALUES (?, ?, ?)",
@@ -216,4 +224,78 @@ final class EventBus: Sendable {
     }
 
     func unsubscribe(_ id: UInt64) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
+}
+
+/// Sync progress in `state.sqlite`: the checkpoint and the pages fetched so far, written together after
+/// each page, so that a sync interrupted by a crash resumes where it stopped.
+final class SQLiteCheckpoints: SyncCheckpointStore {
+    private let pool: DatabasePool
+
+    init(pool: DatabasePool) throws {
+        self.pool = pool
+        try pool.write { db in
+            try db.execute(
+                """
+                CREATE TABLE IF NOT EXISTS mg_sync_checkpoint (
+                    key TEXT PRIMARY KEY, selection INTEGER NOT NULL, cursor TEXT, fetched INTEGER NOT NULL,
+                    pages INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS mg_sync_staging (
+                    key TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (key, seq));
+                """)
+        }
+    }
+
+    func resume(_ key: String) -> (checkpoint: SyncCheckpoint, records: [JSON])? {
+        try? pool.read { db -> (checkpoint: SyncCheckpoint, records: [JSON])? in
+            let rows = try db.query(
+                "SELECT selection, cursor, fetched, pages FROM mg_sync_checkpoint WHERE key = ?", [.text(key)]
+            )
+            guard let row = rows.first else { return nil }
+            let checkpoint = SyncCheckpoint(
+                selection: row[0].int ?? 0, cursor: row[1].string, fetched: row[2].int ?? 0,
+                pages: row[3].int ?? 0)
+            var records: [JSON] = []
+            let statement = try db.prepare("SELECT body FROM mg_sync_staging WHERE key = ? ORDER BY seq")
+            try statement.bind([.text(key)])
+            try statement.forEachRow { s in
+                if let bytes = s.blob(0), let json = try? JSON.parse(bytes) { records.append(json) }
+            }
+            return (checkpoint, records)
+        } ?? nil
+    }
+
+    func save(_ key: String, _ checkpoint: SyncCheckpoint, page: [JSON]) {
+        try? pool.write { db in
+            try db.transaction {
+                let next = try db.scalar(
+                    "SELECT COALESCE(MAX(seq), 0) FROM mg_sync_staging WHERE key = ?", [.text(key)])
+                var seq = next?.int64 ?? 0
+                for record in page {
+                    seq += 1
+                    try db.run(
+                        "INSERT INTO mg_sync_staging (key, seq, body) VALUES (?, ?, ?)",
+                        [.text(key), .integer(seq), .blob(record.serializedBytes())])
+                }
+                try db.run(
+                    """
+                    INSERT OR REPLACE INTO mg_sync_checkpoint (key, selection, cursor, fetched, pages)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(key), .integer(Int64(checkpoint.selection)),
+                        checkpoint.cursor.map { .text($0) } ?? .null,
+                        .integer(Int64(checkpoint.fetched)), .integer(Int64(checkpoint.pages)),
+                    ])
+            }
+        }
+    }
+
+    func clear(_ key: String) {
+        try? pool.write { db in
+            try db.transaction {
+                try db.run("DELETE FROM mg_sync_staging WHERE key = ?", [.text(key)])
+                try db.run("DELETE FROM mg_sync_checkpoint WHERE key = ?", [.text(key)])
+            }
+        }
+    }
 }

@@ -43,6 +43,19 @@ import Testing
         #expect(tagged == #"{"origin":"remote", "hits" : [ 1.50 ], "x":"\u00e9"}"#)
     }
 
+    @Test func multiQueryResultsAreTaggedEachButRecordsAreNot() throws {
+        let body = Array(
+            #"{"results":[{"hits":[{"objectID":"1","results":[{"x":1}]}],"nbHits":1},{}],"message":"results"}"#
+                .utf8)
+        let tagged = try JSON.parse(OriginTag.tagResults(body))
+        #expect(tagged["origin"]?.stringValue == "remote")
+        let results = try #require(tagged["results"]?.arrayValue)
+        #expect(results.map { $0["origin"]?.stringValue } == ["remote", "remote"])
+        #expect(results[0]["hits"]?[0]?["origin"] == nil)
+        #expect(results[0]["hits"]?[0]?["results"]?[0]?["origin"] == nil)
+        #expect(tagged["message"]?.stringValue == "results")
+    }
+
     @Test func emptyObjectsAndNonObjects() {
         #expect(String(decoding: OriginTag.tag(Array("{}".utf8)), as: UTF8.self) == #"{"origin":"remote"}"#)
         #expect(OriginTag.tag(Array("[1]".utf8)) == Array("[1]".utf8))

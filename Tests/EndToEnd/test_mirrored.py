@@ -311,3 +311,34 @@ def test_restart_keeps_the_mirror_and_the_keys(gateway_factory, upstream, tmp_pa
     assert st == 200, body
     assert headers.get("x-mirrorgate-origin") == "local"
     assert json.loads(body)["hits"][0]["objectID"] == "p6"
+
+
+def test_killed_sync_resumes_from_its_checkpoint(gateway_factory, upstream, tmp_path):
+    import os
+    import signal
+
+    many = [{"objectID": f"r{i:03d}", "name": f"record {i}", "brand": "X", "price": i} for i in range(60)]
+    upstream.seed("products", many)
+    data = tmp_path / "resume"
+    gw = gateway_factory(deep(mirrored_config(upstream.url), {"dataDir": str(data)}))
+    # the start-up sync runs immediately; let it finish, then slow the upstream for a second one
+    sync(gw)
+    upstream.delay = 0.15  # 60+7 objects, 3 per page: ~23 pages, ~3.5 s
+    upstream.clear()
+    st, _, _ = request("POST", gw.url("/_mirrorgate/algolia/indices/products/sync"))
+    assert st in (202, 409)
+    assert wait_for(lambda: len(upstream.requests("/1/indexes/products/browse")) >= 6, timeout=10)
+    os.kill(gw.proc.pid, signal.SIGKILL)
+    gw.proc.wait(timeout=5)
+    gw.expect_exit = -9
+    seen_before = len(upstream.requests("/1/indexes/products/browse"))
+    upstream.clear()
+    upstream.delay = 0
+    gw2 = gateway_factory(deep(mirrored_config(upstream.url), {"dataDir": str(data)}), name="gw2")
+    stats = sync(gw2)
+    assert stats["objects"] == len(PRODUCTS) + len(many)
+    browses = upstream.requests("/1/indexes/products/browse")
+    first = json.loads(browses[0].body)
+    assert "cursor" in first, f"the resumed sync started over: {first}"
+    # it did not fetch again the pages it had stored before the crash
+    assert len(browses) < 23 - seen_before + 3
