@@ -1,5 +1,5 @@
 """Summarizes bench/search rounds: medians over rounds of per-class p50/p99, ratios to tantivy, checks."""
-import json, statistics, sys
+import json, os, statistics, sys
 
 out, rounds, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 load = lambda name: json.load(open(f"{out}/{name}.json"))
@@ -11,7 +11,7 @@ med = lambda xs: statistics.median(xs)
 classes = list(runs["engine"][0]["classes"].keys())
 print(f"`bash bench/search/run.sh` — commit `{commit}`, {rounds} rounds (order alternates), "
       f"{runs['engine'][0]['classes'][classes[0]]['n'] // 20} repetitions per query, 20 queries per class, "
-      "page of 20 hits with highlighting (engine: `searchSerialized`, i.e. the answer as response bytes), facets on section+priority, numeric filter on installedSize.\n")
+      f"niceness {os.environ.get('NICE', '0')} for every engine's process, page of 20 hits with highlighting (engine: `searchSerialized`, i.e. the answer as response bytes), facets on section+priority, numeric filter on installedSize.\n")
 print("| class | engine p50 | engine p99 | tantivy p50 | tantivy p99 | FTS5 p50 | FTS5 p99 | p50 ratio engine/tantivy | p99 ratio | no worse than tantivy |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 ok_all = True
