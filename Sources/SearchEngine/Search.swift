@@ -6,6 +6,8 @@ struct QueryWord {
     var bytes: [UInt8]
     var prefix: Bool
     var maxTypos: Int
+    /// Words that also match this one (synonyms), with the typo count a match on them counts.
+    var alternatives: [(bytes: [UInt8], typos: Int)] = []
 }
 
 /// Per-word best match in a document, packed so that `min` picks the best:
@@ -157,7 +159,14 @@ extension IndexData {
             let allowed = allowedSlots(options)
             let typoMode = options.typoMode
             var termMatches = words.map { word in
-                matchTerms(word.bytes, prefix: word.prefix, maxTypos: word.maxTypos)
+                var matches = matchTerms(word.bytes, prefix: word.prefix, maxTypos: word.maxTypos)
+                for alternative in word.alternatives {
+                    if let t = lookup(alternative.bytes) {
+                        matches.append(
+                            TermMatch(term: t, typos: alternative.typos, nonExact: alternative.typos > 0))
+                    }
+                }
+                return matches
             }
             // Split: a word made of two dictionary terms ("helloworld" → "hello world") counts one typo.
             var splits: [[(Int, Int)]] = Array(repeating: [], count: words.count)
@@ -315,4 +324,58 @@ func asinApprox(_ x: Double) -> Double {
         y -= (sinApprox(y) - x) / c
     }
     return y
+}
+
+/// Query-time synonyms (reference §2.6): `synonym` (every listed word matches the others),
+/// `onewaysynonym` (`input` also matches the listed words), `altcorrection1`/`altcorrection2`
+/// (`word` also matches the corrections, counted as 1 or 2 typos). Applied to whole query words when
+/// the `synonyms` parameter is not false; a synonym match is an exact, typo-free match (Algolia's
+/// default `alternativesAsExact`). Entries of several words are not applied (only single words).
+struct SynonymTable: Sendable {
+    private var table: [[UInt8]: [(bytes: [UInt8], typos: Int)]] = [:]
+
+    var isEmpty: Bool { table.isEmpty }
+
+    init(_ synonyms: [JSON], normalizer: Normalizer) {
+        func single(_ text: String) -> [UInt8]? {
+            let tokens = normalizer.tokens(text)
+            return tokens.count == 1 ? tokens[0].normalized : nil
+        }
+        func add(_ from: [UInt8], _ to: [UInt8], typos: Int) {
+            guard from != to else { return }
+            var list = table[from, default: []]
+            if let i = list.firstIndex(where: { $0.bytes == to }) {
+                list[i].typos = Swift.min(list[i].typos, typos)
+            } else {
+                list.append((to, typos))
+            }
+            table[from] = list
+        }
+        for synonym in synonyms {
+            let words = (synonym["synonyms"] ?? synonym["corrections"]).map(stringList) ?? []
+            switch (synonym["type"]?.stringValue ?? "").lowercased() {
+            case "synonym":
+                let tokens = words.compactMap(single)
+                for a in tokens { for b in tokens { add(a, b, typos: 0) } }
+            case "onewaysynonym":
+                guard let input = synonym["input"]?.stringValue.flatMap(single) else { continue }
+                for b in words.compactMap(single) { add(input, b, typos: 0) }
+            case "altcorrection1", "altcorrection2":
+                let typos = synonym["type"]?.stringValue?.hasSuffix("2") == true ? 2 : 1
+                guard let word = synonym["word"]?.stringValue.flatMap(single) else { continue }
+                for b in words.compactMap(single) { add(word, b, typos: typos) }
+            default: continue
+            }
+        }
+    }
+
+    /// `words` with their alternatives attached (none when the `synonyms` parameter is false).
+    func apply(_ words: [QueryWord], _ options: SearchOptions) -> [QueryWord] {
+        guard !table.isEmpty, options.bool("synonyms", default: true) else { return words }
+        return words.map { word in
+            var word = word
+            word.alternatives = table[word.bytes] ?? []
+            return word
+        }
+    }
 }

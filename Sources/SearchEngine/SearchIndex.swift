@@ -17,6 +17,8 @@ public final class SearchIndex: Sendable {
     /// A value that changes with every build; browse cursors are tied to it.
     public let generation: String
     let data: IndexData
+    /// Query-time alternatives from `synonyms` (normalized single words).
+    let alternatives: SynonymTable
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
     /// record's position).
@@ -30,6 +32,7 @@ public final class SearchIndex: Sendable {
             for record in records { add(record, nil) }
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
     /// Builds from serialized records (each one JSON object), keeping their bytes as the stored form;
@@ -56,6 +59,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
     /// Builds from a JSON array text (e.g. a data file) element by element, without materializing all
@@ -78,6 +82,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
     /// Builds from a JSON array text delivered in chunks by `next` (nil at the end), element by
@@ -106,6 +111,7 @@ public final class SearchIndex: Sendable {
         self.synonyms = synonyms
         self.data = data
         self.generation = generation
+        alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
     /// Number of records.
@@ -269,7 +275,7 @@ public final class SearchIndex: Sendable {
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
         let geo = try geoQuery(options)
-        let words = try data.queryWords(options)
+        let words = alternatives.apply(try data.queryWords(options), options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
 
@@ -740,7 +746,7 @@ public final class SearchIndex: Sendable {
         var options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
         let geo = try geoQuery(options)
-        let words = try data.queryWords(options)
+        let words = alternatives.apply(try data.queryWords(options), options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
         let slice = result.candidates[

@@ -1,0 +1,68 @@
+import JSONCore
+import Testing
+
+@testable import SearchEngine
+
+/// Query-time synonyms from the stored synonym objects.
+@Suite struct SynonymTests {
+    static let records: [JSON] = [
+        ["objectID": "car", "title": "Red car for sale"],
+        ["objectID": "auto", "title": "Used auto parts"],
+        ["objectID": "vehicle", "title": "Vehicle insurance"],
+        ["objectID": "ipad", "title": "iPad cover"],
+        ["objectID": "tablet", "title": "Tablet stand"],
+        ["objectID": "colour", "title": "Colour chart"],
+    ]
+    static let synonyms: [JSON] = [
+        ["objectID": "s1", "type": "synonym", "synonyms": ["car", "auto", "vehicle"]],
+        ["objectID": "s2", "type": "onewaysynonym", "input": "tablet", "synonyms": ["iPad", "galaxy tab"]],
+        ["objectID": "s3", "type": "altCorrection1", "word": "color", "corrections": ["colour"]],
+    ]
+
+    static func index() -> SearchIndex {
+        SearchIndex(
+            name: "syn", settings: ["searchableAttributes": ["title"]], synonyms: synonyms, records: records)
+    }
+
+    @Test func multiWaySynonymsMatchEachOther() throws {
+        let index = Self.index()
+        // Typo and exact tie (synonyms are typo-free and exact); the attribute criterion (word position)
+        // puts "Vehicle insurance" (position 0) first, then document order.
+        #expect(ids(try index.search(["query": "auto"])) == ["vehicle", "car", "auto"])
+        #expect(Set(ids(try index.search(["query": "vehicle"]))) == ["car", "auto", "vehicle"])
+        #expect(try index.search(["query": "car"])["nbHits"] == 3)
+    }
+
+    @Test func oneWaySynonymsOnlyFromTheInput() throws {
+        let index = Self.index()
+        #expect(Set(ids(try index.search(["query": "tablet"]))) == ["tablet", "ipad"])
+        #expect(ids(try index.search(["query": "ipad"])) == ["ipad"])
+    }
+
+    @Test func altCorrectionCountsItsTypos() throws {
+        let index = Self.index()
+        let response = try index.search(["query": "color", "getRankingInfo": true])
+        #expect(ids(response) == ["colour"])
+        #expect(response["hits"]?[0]?["_rankingInfo"]?["nbTypos"] == 1)
+    }
+
+    @Test func synonymMatchesAreHighlighted() throws {
+        let response = try Self.index().search(["query": "tablet"])
+        let ipad = response["hits"]?.arrayValue?.first { $0["objectID"] == "ipad" }
+        #expect(ipad?["_highlightResult"]?["title"]?["value"] == "<em>iPad</em> cover")
+        #expect(ipad?["_highlightResult"]?["title"]?["matchedWords"] == ["tablet"])
+    }
+
+    @Test func disabledByTheSynonymsParameter() throws {
+        let index = Self.index()
+        #expect(ids(try index.search(["query": "auto", "synonyms": false])) == ["auto"])
+        #expect(ids(try index.search(["params": "query=tablet&synonyms=false"])) == ["tablet"])
+    }
+
+    @Test func bytesPathAgrees() throws {
+        let index = Self.index()
+        for query in ["auto", "tablet", "color", "car parts"] {
+            try SerializedTests.expectSame(index, ["query": .string(query)])
+        }
+    }
+}
