@@ -109,6 +109,8 @@ public final class AlgoliaForwarder: Sendable {
         public var onRelayed: ((Int) -> Void)?
         /// Called instead of answering `unavailableStatus` when no host answers or all answered 5xx.
         public var onUnavailable: (() -> Void)?
+        /// Polled while a transfer runs: true cancels it and stops trying hosts.
+        public var isCancelled: (() -> Bool)?
         /// Creates empty hooks.
         public init() {}
     }
@@ -174,6 +176,7 @@ public final class AlgoliaForwarder: Sendable {
             var options = RelayTransfer.Options()
             options.holdServerErrors = true
             options.streamTimeout = remaining + .seconds(1)
+            options.isCancelled = hooks.isCancelled
             if hooks.originHeader {
                 options.adjustHeaders = { $0.set("X-Mirrorgate-Origin", "remote") }
             }

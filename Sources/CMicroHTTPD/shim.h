@@ -70,6 +70,12 @@ static inline int mg_mhd_listen_fd(struct MHD_Daemon *daemon) {
     return info ? info->listen_fd : -1;
 }
 
+/// The socket of a connection (-1 if unknown).
+static inline int mg_mhd_connection_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
 /// Number of open connections.
 static inline unsigned int mg_mhd_current_connections(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);

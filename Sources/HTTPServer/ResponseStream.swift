@@ -1,5 +1,9 @@
 import CMicroHTTPD
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A response body produced over time. A producer thread calls `write` and finally `finish`; the
 /// server sends each write as its own chunk. While nothing is buffered the connection is suspended
 /// (no busy-waiting) and resumed by the next write. Writes block while more than `highWater` bytes
@@ -18,6 +22,7 @@ public final class ResponseStream: @unchecked Sendable {
     private var failed = false
     private var suspended = false
     private var connection: OpaquePointer?
+    private var socket: Int32 = -1
     private let highWater: Int
     /// Monotonic deadline (ns) after which the stream is ended by the server's watchdog.
     public let deadline: UInt64
@@ -91,7 +96,27 @@ public final class ResponseStream: @unchecked Sendable {
     // MARK: server side
 
     func attach(_ connection: OpaquePointer) {
-        lock.withLock { self.connection = connection }
+        let fd = mg_mhd_connection_fd(connection)
+        lock.withLock {
+            self.connection = connection
+            self.socket = fd
+        }
+    }
+
+    /// Ends the stream if the client closed its side while the connection is suspended (libmicrohttpd
+    /// does not notice disconnects of suspended connections). The lock keeps the connection suspended,
+    /// and so its socket valid, during the check.
+    func checkPeerClosed() {
+        lock.withLock {
+            guard suspended, socket >= 0, !closed, !finished else { return }
+            var byte: UInt8 = 0
+            let n = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            if n == 0 {
+                closed = true
+                wakeLocked()
+                lock.broadcast()
+            }
+        }
     }
 
     /// Marks the stream closed because the response was destroyed (done or client gone).

@@ -256,7 +256,7 @@ final class RequestContext: @unchecked Sendable, Responder {
 
     func enforceDeadline(now: UInt64) {
         if let stream {
-            if now >= stream.deadline { stream.abort() }
+            if now >= stream.deadline { stream.abort() } else { stream.checkPeerClosed() }
             return
         }
         let expired = lock.withLock { _ in

@@ -157,7 +157,7 @@ final class AlgoliaFrontend: Sendable {
 
     private func forward(
         _ request: HTTPRequest, _ out: any Responder, mirrored: [String], tag: Bool,
-        onUnavailable: (() -> Void)?
+        isCancelled: (@Sendable () -> Bool)? = nil, onUnavailable: (() -> Void)?
     ) {
         guard let forwarder else {
             if let onUnavailable { return onUnavailable() }
@@ -172,6 +172,7 @@ final class AlgoliaFrontend: Sendable {
         hooks.tagBody = tag
         hooks.tagResults = tag && request.path.hasSuffix("/queries")
         hooks.onUnavailable = onUnavailable
+        hooks.isCancelled = isCancelled
         if !mirrored.isEmpty, let appId = configuration.algolia.appId {
             let credentials = AlgoliaCredentials(request)
             let keys = self.keys
@@ -239,7 +240,7 @@ final class AlgoliaFrontend: Sendable {
             }
             state.remote(line + [0x0A])
         }
-        forward(request, capture, mirrored: mirrored, tag: true) { [self] in
+        forward(request, capture, mirrored: mirrored, tag: true, isCancelled: { stream.isClosed }) { [self] in
             let j: JSON = [
                 "origin": "remote", "status": .int(Int64(configuration.algolia.unavailableStatus)),
                 "message": "upstream unavailable",

@@ -81,9 +81,13 @@ public final class RelayTransfer: TransferSink {
         public var transformIf: ((Int) -> Bool)?
         /// Piecewise transformation (streamed bodies).
         public var makeStreamTransform: (() -> any StreamTransform)?
+        /// Polled while the transfer runs: true cancels it (the client went away).
+        public var isCancelled: (() -> Bool)?
         /// Creates default options.
         public init() {}
     }
+
+    public var isCancelled: Bool { options.isCancelled?() ?? false }
 
     private let responder: any Responder
     private let options: Options

@@ -11,6 +11,14 @@ public protocol TransferSink: AnyObject {
     func body(_ bytes: [UInt8]) -> Bool
     /// The transfer ended: nil on success.
     func finished(_ error: UpstreamError?)
+    /// Polled about once a second (and on activity) while the transfer runs: true aborts it (`.cancelled`),
+    /// for example when the client that wanted the answer went away.
+    var isCancelled: Bool { get }
+}
+
+extension TransferSink {
+    /// By default a transfer is never cancelled from outside.
+    public var isCancelled: Bool { false }
 }
 
 /// Runs many upstream transfers on one thread with libcurl's multi interface: no thread per request,
@@ -113,7 +121,11 @@ public final class CurlLoop: @unchecked Sendable {
                     easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
             }
         }
-        mg_curl_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passRetained(transfer).toOpaque())
+        let opaque = Unmanaged.passRetained(transfer).toOpaque()
+        mg_curl_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
+        mg_curl_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
+        mg_curl_setopt_xferinfo_callback(easy, LoopTransfer.progress)
+        mg_curl_setopt_pointer(easy, CURLOPT_XFERINFODATA, opaque)
         curl_multi_add_handle(multi, easy)
         active.append(easy)
     }
@@ -166,6 +178,16 @@ final class LoopTransfer {
     let sink: any TransferSink
     let transfer: Transfer
     var headerList: UnsafeMutablePointer<curl_slist>?
+
+    /// libcurl's progress callback: a non-zero return aborts the transfer.
+    static let progress: mg_curl_xferinfo_callback = { clientp, _, _, _, _ in
+        let t = Unmanaged<LoopTransfer>.fromOpaque(clientp!).takeUnretainedValue()
+        if t.sink.isCancelled {
+            t.transfer.cancelled = true
+            return 1
+        }
+        return 0
+    }
 
     init(sink: any TransferSink) {
         self.sink = sink

@@ -95,3 +95,60 @@ final class Collect: TransferSink, @unchecked Sendable {
         #expect(changes.withLock { $0 } == [false, true])
     }
 }
+
+/// A listener that completes TCP handshakes (kernel backlog) and never answers.
+final class SilentListener {
+    let fd: Int32
+    let port: UInt16
+    init() {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        listen(fd, 16)
+        var bound = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        self.port = UInt16(bigEndian: bound.sin_port)
+    }
+    deinit { close(fd) }
+}
+
+final class CancellableSink: TransferSink, @unchecked Sendable {
+    let done = DispatchSemaphore(value: 0)
+    let cancelAt: ContinuousClock.Instant
+    var error: UpstreamError?
+    init(cancelAfter: Duration) { cancelAt = .now + cancelAfter }
+    var isCancelled: Bool { ContinuousClock.now >= cancelAt }
+    func head(status: Int, headers: [(name: String, value: String)]) -> Bool { true }
+    func body(_ bytes: [UInt8]) -> Bool { true }
+    func finished(_ error: UpstreamError?) {
+        self.error = error
+        done.signal()
+    }
+}
+
+@Suite struct CancellationTests {
+    @Test func aCancelledTransferEndsLongBeforeItsTimeout() {
+        let silent = SilentListener()
+        let loop = CurlLoop(name: "test-cancel")
+        defer { loop.stop() }
+        let sink = CancellableSink(cancelAfter: .milliseconds(200))
+        let start = ContinuousClock.now
+        loop.submit(
+            UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(silent.port)/", timeout: .seconds(20)),
+            sink)
+        #expect(sink.done.wait(timeout: .now() + 5) == .success)
+        #expect(sink.error?.kind == .cancelled)
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+}
