@@ -240,13 +240,13 @@ final class AlgoliaFrontend: Sendable {
             }
             state.remote(line + [0x0A])
         }
-        forward(request, capture, mirrored: mirrored, tag: true, isCancelled: { stream.isClosed }) { [self] in
-            let j: JSON = [
-                "origin": "remote", "status": .int(Int64(configuration.algolia.unavailableStatus)),
-                "message": "upstream unavailable",
-            ]
-            state.remote(j.serializedBytes() + [0x0A])
-        }
+        let unavailable: JSON = [
+            "origin": "remote", "status": .int(Int64(configuration.algolia.unavailableStatus)),
+            "message": "upstream unavailable",
+        ]
+        forward(
+            request, capture, mirrored: mirrored, tag: true, isCancelled: { stream.isClosed },
+            onUnavailable: { state.remote(unavailable.serializedBytes() + [0x0A]) })
         DispatchQueue.global().asyncAfter(deadline: .now() + delay.seconds) { [self] in
             guard state.delayExpired() else { return }
             pool.submit { state.local(localLine()) }
