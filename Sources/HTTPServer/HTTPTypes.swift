@@ -144,6 +144,10 @@ public enum FormDecoding {
 
     /// Percent-decodes `text`; invalid escapes are kept literally; invalid UTF-8 is repaired.
     public static func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String {
+        if !text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusAsSpace && $0 == UInt8(ascii: "+")) })
+        {
+            return String(text)
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)
         var it = Array(text.utf8)[...]

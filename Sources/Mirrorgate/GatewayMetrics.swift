@@ -9,7 +9,12 @@ import Synchronization
 public final class GatewayMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
-    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private struct Key: Hashable {
+        let route: String
+        let origin: String
+        let status: Int
+    }
+    private let counters = Mutex<[Key: CoreMetrics.Counter]>([:])
     private let timers = Mutex<[String: Metrics.Timer]>([:])
 
     private static let shared = Mutex<GatewayMetrics?>(nil)
@@ -38,7 +43,7 @@ public final class GatewayMetrics: Sendable {
 
     /// Counts one answered request and records its latency.
     public func record(route: String, origin: String, status: Int, durationNanos: UInt64) {
-        let key = "\(route)|\(origin)|\(status)"
+        let key = Key(route: route, origin: origin, status: status)
         let counter = counters.withLock { c in
             if let existing = c[key] { return existing }
             let made = CoreMetrics.Counter(

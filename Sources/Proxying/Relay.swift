@@ -4,40 +4,60 @@ import Upstream
 /// Header rules for a forwarding hop (RFC 9110 §7.6.1): hop-by-hop fields, and the fields named in
 /// `Connection`, are not forwarded; `Host` and `Content-Length` are set by the next hop.
 public enum HopByHop {
-    static let names: Set<String> = [
+    static let names: [String] = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authenticate", "proxy-authorization",
     ]
+
+    @inline(__always)
+    static func isHopByHop(_ name: String) -> Bool {
+        names.contains { name.equalsIgnoringASCIICase($0) }
+    }
 
     /// The request's fields to send upstream, minus hop-by-hop ones, `Host`, `Content-Length`, `Expect`
     /// and any name in `dropping` (lowercased).
     public static func requestHeaders(_ headers: HTTPHeaders, dropping: Set<String> = [])
         -> [(name: String, value: String)]
     {
-        let listed = connectionListed(headers.values("Connection"))
-        return headers.fields.filter { field in
-            let lower = field.name.lowercased()
-            return !names.contains(lower) && !listed.contains(lower) && lower != "host"
-                && lower != "content-length"
-                && lower != "expect" && !dropping.contains(lower)
+        let listed = connectionListed(
+            headers.fields.lazy.filter { $0.name.equalsIgnoringASCIICase("connection") }.map(\.value))
+        var out: [(name: String, value: String)] = []
+        out.reserveCapacity(headers.count)
+        for field in headers.fields {
+            let name = field.name
+            if isHopByHop(name) || name.equalsIgnoringASCIICase("host")
+                || name.equalsIgnoringASCIICase("content-length")
+                || name.equalsIgnoringASCIICase("expect")
+            {
+                continue
+            }
+            if !dropping.isEmpty && dropping.contains(name.lowercased()) { continue }
+            if !listed.isEmpty && listed.contains(name.lowercased()) { continue }
+            out.append(field)
         }
+        return out
     }
 
     /// The upstream response's fields to relay, minus hop-by-hop ones and `Content-Length`.
     public static func responseHeaders(_ headers: [(name: String, value: String)]) -> HTTPHeaders {
-        let listed = connectionListed(headers.filter { $0.name.lowercased() == "connection" }.map(\.value))
-        return HTTPHeaders(
-            headers.filter { field in
-                let lower = field.name.lowercased()
-                return !names.contains(lower) && !listed.contains(lower) && lower != "content-length"
-            })
+        let listed = connectionListed(
+            headers.lazy.filter { $0.name.equalsIgnoringASCIICase("connection") }.map(\.value))
+        var out: [(name: String, value: String)] = []
+        out.reserveCapacity(headers.count)
+        for field in headers {
+            if isHopByHop(field.name) || field.name.equalsIgnoringASCIICase("content-length") { continue }
+            if !listed.isEmpty && listed.contains(field.name.lowercased()) { continue }
+            out.append(field)
+        }
+        return HTTPHeaders(out)
     }
 
-    private static func connectionListed(_ values: [String]) -> Set<String> {
+    private static func connectionListed(_ values: some Sequence<String>) -> Set<String> {
         var result = Set<String>()
         for v in values {
             for token in v.split(separator: ",") {
-                result.insert(token.trimmingCharacters(in: .whitespaces).lowercased())
+                let t = token.trimmingCharacters(in: .whitespaces).lowercased()
+                if !names.contains(t) { result.insert(t) }
             }
         }
         return result
