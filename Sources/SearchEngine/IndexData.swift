@@ -151,7 +151,7 @@ final class IndexData: Sendable {
         var builder = Builder(settings: settings, normalizer: normalizer)
         builder.blob.reserveCapacity(expectedBytes)
         try feed { record, bytes in builder.add(record, bytes: bytes) }
-        builder.termIDs = [:]
+        builder.termIDs = ByteKeyTable()
         recordBlob = builder.blob
         recordOffsets = builder.blobOffsets
         objectIDs = builder.objectIDs
@@ -348,7 +348,7 @@ private struct Builder {
     var slots: [AttributeSlot] = []
     var slotByPath: [String: Int] = [:]
     let allSearchable: Bool
-    var termIDs: [[UInt8]: Int32] = [:]
+    var termIDs = ByteKeyTable()
     var termList: [[UInt8]] = []
     var termPostings: [[UInt64]] = []
     var facetPaths: [String] = []
@@ -387,11 +387,11 @@ private struct Builder {
                 || settings.disableExactOnAttributes.contains(top))
     }
 
-    mutating func intern(_ token: [UInt8]) -> Int32 {
-        if let id = termIDs[token] { return id }
+    mutating func intern(_ token: UnsafeBufferPointer<UInt8>) -> Int32 {
+        if let id = termIDs.value(for: token) { return Int32(id) }
         let id = Int32(termList.count)
-        termIDs[token] = id
-        termList.append(token)
+        termIDs.insert(token, UInt64(id))
+        termList.append(Array(token))
         termPostings.append([])
         return id
     }
@@ -560,9 +560,9 @@ private struct Builder {
     mutating func indexText(_ text: String, slot: Int, position: inout Int) {
         let first = docEntries.count
         var count = 0
-        normalizer.tokenize(text, firstPosition: position) { token in
-            let id = intern(token.normalized)
-            let pos = UInt32(Swift.min(token.position, 0x7FFF))
+        normalizer.scan(text, firstPosition: position) { bytes, _, _, tokenPosition in
+            let id = intern(bytes)
+            let pos = UInt32(Swift.min(tokenPosition, 0x7FFF))
             docEntries.append((id, UInt32(slot) << 16 | pos))
             count += 1
         }
