@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "mirrorgate",
             dependencies: [
-                "Mirrorgate", "GatewayConfig",
+                "Mirrorgate", "GatewayConfig", "Upstream", "JSONCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -173,6 +173,8 @@ final class Router: HTTPHandler {
                     body: .stream(stream)))
             stream.write(Array(": mirrorgate events\n\n".utf8))
             _ = events.subscribe { text in stream.writeNonBlocking(Array(text.utf8)) }
+        case ("POST", _) where AdminBuild.matches(request.method, path):
+            AdminBuild.handle(router: self, request: request, out: out)
         case ("POST", _) where path.hasPrefix("/_mirrorgate/algolia/indices/") && path.hasSuffix("/sync"):
             let name = FormDecoding.percentDecode(
                 path.dropFirst("/_mirrorgate/algolia/indices/".count).dropLast("/sync".count))

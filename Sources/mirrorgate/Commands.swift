@@ -12,7 +12,7 @@ struct MirrorgateCommand: ParsableCommand {
         abstract:
             "A local gateway that keeps Algolia search and OData services working when the network does not.",
         version: mirrorgateVersion,
-        subcommands: [Serve.self, Check.self],
+        subcommands: [Serve.self, Status.self, Sync.self, Build.self, Check.self],
         defaultSubcommand: nil)
 
     /// Runs the command line with the SPEC's exit codes: 0 ok, 1 runtime error, 2 bad usage or config.
@@ -32,7 +32,7 @@ struct MirrorgateCommand: ParsableCommand {
                 exit(withError: error)
             }
             let message = fullMessage(for: error)
-            FileHandle.standardError.write(Data("\(message)\n".utf8))
+            if !message.isEmpty { FileHandle.standardError.write(Data("\(message)\n".utf8)) }
             Foundation.exit(code == ExitCode(1) ? 1 : 2)
         }
     }

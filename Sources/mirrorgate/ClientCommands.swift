@@ -1,0 +1,460 @@
+import ArgumentParser
+import Foundation
+import GatewayConfig
+import JSONCore
+
+/// Prints to standard error.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data("\(text)\n".utf8))
+}
+
+/// Runs a client command body: a ``CommandFailure`` is printed and exits 1.
+func runtime(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let failure as CommandFailure {
+        printError("mirrorgate: \(failure.description)")
+        throw ExitCode(1)
+    }
+}
+
+/// `mirrorgate status [--config FILE] [--json]`: asks the running gateway, prints a table or the JSON.
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the running gateway's status (upstreams, mirrored and offline indices).")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Flag(name: .long, help: "Print the status document as JSON.")
+    var json = false
+
+    func run() throws {
+        let (config, _) = try options.load()
+        let client = AdminClient(configuration: config)
+        try runtime {
+            let (status, body) = try client.call("GET", "/_mirrorgate/status", timeout: .seconds(10))
+            guard status == 200, let doc = try? JSON.parse(body) else {
+                throw CommandFailure(
+                    description: "GET /_mirrorgate/status: \(status) \(AdminClient.message(body))")
+            }
+            if json {
+                print(String(decoding: body, as: UTF8.self))
+            } else {
+                print(StatusTable.render(doc, base: client.base), terminator: "")
+            }
+        }
+    }
+}
+
+/// The readable form of `GET /_mirrorgate/status`.
+enum StatusTable {
+    static func render(_ doc: JSON, base: String) -> String {
+        var out = "mirrorgate \(doc["version"]?.stringValue ?? "?") at \(base)"
+        if let started = doc["startedAt"]?.stringValue { out += ", started \(started)" }
+        out += "\n\n"
+        var rows = [["UPSTREAM", "REACHABLE", "SINCE"]]
+        for (name, u) in doc["upstreams"]?.objectValue ?? JSONObject() {
+            rows.append([name, yesNo(u["reachable"]), text(u["since"])])
+        }
+        out += table(rows) + "\n"
+        let indices = doc["algolia"]?["indices"]?.objectValue ?? JSONObject()
+        if indices.keys.isEmpty {
+            out += "no Algolia indices configured\n"
+        } else {
+            var r = [
+                [
+                    "INDEX", "KIND", "OFFLINE DATA", "OBJECTS", "LAST SYNC", "NEXT SYNC", "SYNCING",
+                    "LAST ERROR",
+                ]
+            ]
+            for (name, i) in indices {
+                let mirrored = i["mirrored"]?.boolValue ?? false
+                r.append([
+                    name, mirrored ? "mirrored" : "offline", yesNo(i["hasOfflineData"]), text(i["objects"]),
+                    text(i["lastSuccessfulSyncAt"]), text(i["nextSyncAt"]),
+                    mirrored ? yesNo(i["syncing"]) : "-", text(i["lastError"]),
+                ])
+            }
+            out += table(r) + "\n"
+        }
+        let services = doc["odata"]?["services"]?.objectValue ?? JSONObject()
+        if !services.keys.isEmpty {
+            var r = [["SERVICE", "REACHABLE", "PENDING", "LAST UPLOAD", "LAST DOWNLOAD", "LAST ERROR"]]
+            for (name, s) in services {
+                r.append([
+                    name, yesNo(s["reachable"]), text(s["pendingRequests"]), text(s["lastUploadAt"]),
+                    text(s["lastDownloadAt"]), text(s["lastError"]),
+                ])
+            }
+            out += table(r) + "\n"
+        }
+        return out
+    }
+
+    static func yesNo(_ v: JSON?) -> String {
+        switch v {
+        case .bool(true)?: "yes"
+        case .bool(false)?: "no"
+        default: "-"
+        }
+    }
+
+    static func text(_ v: JSON?) -> String {
+        switch v {
+        case nil, .null?: "-"
+        case .string(let s)?: s
+        case let other?: other.serialized()
+        }
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        guard let first = rows.first else { return "" }
+        var widths = Array(repeating: 0, count: first.count)
+        for row in rows {
+            for (i, cell) in row.enumerated() where i < widths.count {
+                widths[i] = max(widths[i], cell.count)
+            }
+        }
+        return rows.map { row in
+            row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell : cell.padding(toLength: widths[i] + 2, withPad: " ", startingAt: 0)
+            }.joined()
+        }.joined(separator: "\n") + "\n"
+    }
+}
+
+/// `mirrorgate sync [--config FILE] [NAME ...]`: starts a sync of each named mirrored index (all by
+/// default) and follows them on `GET /_mirrorgate/events` until each has finished; a progress bar per
+/// index on a terminal, one line per step otherwise. Exits 1 if a sync failed.
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sync mirrored Algolia indices now (all of them by default) and show their progress.")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Argument(help: "Mirrored index names (default: every mirrored index of the configuration).")
+    var names: [String] = []
+
+    func run() throws {
+        let (config, source) = try options.load()
+        let mirrored = config.algolia.indices.filter { $0.value.mirrored }
+        let selected = names.isEmpty ? mirrored.keys.sorted() : names
+        for name in selected where mirrored[name] == nil {
+            throw ValidationError("\(name) is not a mirrored index in \(source)")
+        }
+        if selected.isEmpty {
+            print("no mirrored index in \(source)")
+            return
+        }
+        let targets = Dictionary(
+            uniqueKeysWithValues: selected.map { name in
+                (name, mirrored[name]!.dataSelectionQueries.reduce(0) { $0 + $1.maxObjects })
+            })
+        let client = AdminClient(configuration: config)
+        try runtime {
+            var failures = 0
+            try SyncRun(client: client, names: selected, targets: targets).run(failures: &failures)
+            if failures > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// One `mirrorgate sync` run.
+struct SyncRun {
+    let client: AdminClient
+    let names: [String]
+    let targets: [String: Int]
+
+    enum Phase: Equatable {
+        case waiting, fetching, building
+        case done(String)
+        case failed(String)
+    }
+
+    struct Progress {
+        var phase: Phase = .waiting
+        var started = ContinuousClock.now
+        var objects: Int?
+        var postedAt = ContinuousClock.now
+        var before: String?
+    }
+
+    func run(failures: inout Int) throws {
+        // Learn the status first: the gateway runs, and when each index last synced (the fallback check).
+        let status = try client.json("GET", "/_mirrorgate/status", timeout: .seconds(10))
+        let indices = status["algolia"]?["indices"]?.objectValue ?? JSONObject()
+        for name in names where indices[name]?["mirrored"]?.boolValue != true {
+            throw CommandFailure(description: "the running gateway has no mirrored index named \(name)")
+        }
+        let ready = DispatchSemaphore(value: 0)
+        let log = EventLog()
+        client.followEvents(ready: ready, log: log)
+        if ready.wait(timeout: .now() + 10) == .timedOut {
+            throw CommandFailure(description: "the gateway did not open its event stream within 10 s")
+        }
+        if let f = log.failed { throw f }
+
+        var progress: [String: Progress] = [:]
+        for name in names {
+            var p = Progress()
+            p.before = indices[name]?["lastSuccessfulSyncAt"]?.stringValue
+            let path = "/_mirrorgate/algolia/indices/\(percentEncoded(name))/sync"
+            let (code, body) = try client.call("POST", path, timeout: .seconds(10))
+            switch code {
+            case 202:
+                p.phase = .fetching
+            case 409:
+                p.phase = .fetching  // one is running already: follow it
+            default:
+                p.phase = .failed("\(code) \(AdminClient.message(body))")
+            }
+            p.postedAt = .now
+            progress[name] = p
+        }
+        let tty = isatty(1) != 0
+        var painter = Painter(tty: tty, names: names)
+        var lastPoll = ContinuousClock.now
+        painter.paint(progress, targets: targets)
+        while progress.values.contains(where: { !$0.isFinished }) {
+            usleep(100_000)
+            for (event, data) in log.drain() {
+                guard let name = data["index"]?.stringValue, var p = progress[name], !p.isFinished else {
+                    continue
+                }
+                switch event {
+                case "syncDidStart":
+                    p.phase = .fetching
+                    p.started = .now
+                case "syncProgress":
+                    if let n = data["objects"]?.intValue { p.objects = n }
+                case "buildDidStart":
+                    p.phase = .building
+                case "syncDidFinish":
+                    if let error = data["error"]?.stringValue {
+                        p.phase = .failed(error)
+                    } else {
+                        p.objects = data["objects"]?.intValue ?? p.objects
+                        p.phase = .done(Self.describe(data))
+                    }
+                default: break
+                }
+                progress[name] = p
+            }
+            // Fallback when an event was missed (the stream broke, or a sync ended before we followed it).
+            let brokenStream = log.failed != nil
+            if ContinuousClock.now - lastPoll >= .seconds(brokenStream ? 0.3 : 1) {
+                lastPoll = .now
+                if let doc = try? client.json("GET", "/_mirrorgate/status", timeout: .seconds(5)) {
+                    for (name, p) in progress
+                    where !p.isFinished && ContinuousClock.now - p.postedAt > .seconds(1.5) {
+                        guard let i = doc["algolia"]?["indices"]?[name], i["syncing"]?.boolValue == false
+                        else {
+                            continue
+                        }
+                        var q = p
+                        if let at = i["lastSuccessfulSyncAt"]?.stringValue, at != p.before {
+                            q.phase = .done(Self.describe(i["lastSync"] ?? .null))
+                        } else {
+                            q.phase = .failed(i["lastError"]?.stringValue ?? "the sync did not succeed")
+                        }
+                        progress[name] = q
+                    }
+                }
+            }
+            painter.paint(progress, targets: targets)
+        }
+        painter.finish(progress)
+        failures = progress.values.filter { if case .failed = $0.phase { true } else { false } }.count
+    }
+
+    static func describe(_ stats: JSON) -> String {
+        var parts: [String] = []
+        if let n = stats["objects"]?.intValue { parts.append("\(n) objects") }
+        if let n = stats["pages"]?.intValue { parts.append("\(n) pages") }
+        if let ms = stats["durationMs"]?.intValue {
+            parts.append(String(format: "%.1f s", Double(ms) / 1000))
+        }
+        return parts.isEmpty ? "done" : parts.joined(separator: ", ")
+    }
+}
+
+extension SyncRun.Progress {
+    var isFinished: Bool {
+        switch phase {
+        case .done, .failed: true
+        default: false
+        }
+    }
+}
+
+/// Draws the progress of each index: redrawn bars on a terminal, one line per change otherwise.
+struct Painter {
+    let tty: Bool
+    let names: [String]
+    private var drawn = false
+    private var printed: [String: SyncRun.Phase] = [:]
+    private let width: Int
+
+    init(tty: Bool, names: [String]) {
+        self.tty = tty
+        self.names = names
+        width = names.map(\.count).max() ?? 0
+    }
+
+    mutating func paint(_ progress: [String: SyncRun.Progress], targets: [String: Int]) {
+        if tty {
+            var text = drawn ? "\u{1B}[\(names.count)A" : ""
+            for name in names {
+                guard let p = progress[name] else { continue }
+                text += "\r\u{1B}[2K" + line(name, p, target: targets[name] ?? 0) + "\n"
+            }
+            drawn = true
+            FileHandle.standardOutput.write(Data(text.utf8))
+            return
+        }
+        for name in names {
+            guard let p = progress[name], printed[name] != p.phase else { continue }
+            printed[name] = p.phase
+            switch p.phase {
+            case .waiting: break
+            case .fetching: print("\(name): syncing")
+            case .building: print("\(name): building")
+            case .done(let d): print("\(name): done (\(d))")
+            case .failed(let e): print("\(name): FAILED: \(e)")
+            }
+        }
+    }
+
+    mutating func finish(_ progress: [String: SyncRun.Progress]) {
+        if !tty { return }
+        // The bars already show the final state; failures are repeated on stderr.
+        for name in names {
+            if case .failed(let e)? = progress[name]?.phase {
+                printError("mirrorgate: sync of \(name) failed: \(e)")
+            }
+        }
+    }
+
+    func line(_ name: String, _ p: SyncRun.Progress, target: Int) -> String {
+        let barWidth = 30
+        let label = name.padding(toLength: width + 2, withPad: " ", startingAt: 0)
+        let elapsed = String(format: "%5.1fs", (ContinuousClock.now - p.started).inSeconds)
+        var bar: String
+        switch p.phase {
+        case .done(let d):
+            return label + "[" + String(repeating: "#", count: barWidth) + "] done: \(d)"
+        case .failed(let e):
+            return label + "[" + String(repeating: "!", count: barWidth) + "] FAILED: \(e)"
+        case .waiting, .fetching, .building:
+            if let objects = p.objects, target > 0 {
+                let filled = min(barWidth, objects * barWidth / target)
+                bar = String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled)
+            } else {
+                // No page-level progress from the gateway: an indeterminate bar that moves.
+                let position = Int((ContinuousClock.now - p.started).inSeconds * 10) % (2 * (barWidth - 6))
+                let at = position < barWidth - 6 ? position : 2 * (barWidth - 6) - position
+                bar =
+                    String(repeating: ".", count: at) + "======"
+                    + String(repeating: ".", count: barWidth - 6 - at)
+            }
+            let phase = p.phase == .building ? "building" : "fetching"
+            let count = p.objects.map { " \($0) objects" } ?? ""
+            return label + "[" + bar + "] \(phase)\(count) \(elapsed)"
+        }
+    }
+}
+
+/// `mirrorgate build [--config FILE] INDEX --settings FILE --objects FILE...`: asks the running gateway
+/// to build a new version of a mirrored index from files (paths sent as absolute paths).
+struct Build: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Build a mirrored index from a settings file and object files (manual bootstrap).")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Argument(help: "The mirrored index to build.")
+    var index: String
+
+    @Option(name: .long, help: "Settings file (a JSON object).")
+    var settings: String?
+
+    @Option(
+        name: .long, parsing: .upToNextOption,
+        help: "Object files (JSON arrays of records, or browse answers with `hits`).")
+    var objects: [String] = []
+
+    @Option(name: .long, help: "Synonyms file (a JSON array), optional.")
+    var synonyms: String?
+
+    func validate() throws {
+        if objects.isEmpty { throw ValidationError("give at least one file with --objects") }
+    }
+
+    func run() throws {
+        let (config, source) = try options.load()
+        guard config.algolia.indices[index]?.mirrored == true else {
+            throw ValidationError("\(index) is not a mirrored index in \(source)")
+        }
+        let settingsPath = try settings.map(Self.absolute)
+        let synonymsPath = try synonyms.map(Self.absolute)
+        let objectPaths = try objects.map(Self.absolute)
+        var body = JSONObject()
+        if let settingsPath { body["settingsFile"] = .string(settingsPath) }
+        if let synonymsPath { body["synonymsFile"] = .string(synonymsPath) }
+        body["objectFiles"] = .array(objectPaths.map { .string($0) })
+        let client = AdminClient(configuration: config)
+        let index = self.index
+        try runtime {
+            // Follow the events too: a build longer than server.requestTimeout is answered 504 by the
+            // server while it goes on, and then its buildDidFinish event tells the result.
+            let ready = DispatchSemaphore(value: 0)
+            let log = EventLog()
+            _ = try client.json("GET", "/_mirrorgate/health", timeout: .seconds(10))
+            client.followEvents(ready: ready, log: log)
+            _ = ready.wait(timeout: .now() + 5)
+            let path = "/_mirrorgate/algolia/indices/\(percentEncoded(index))/build"
+            let (code, reply) = try client.call("POST", path, body: .object(body), timeout: .seconds(86400))
+            if code == 200, let json = try? JSON.parse(reply) {
+                print(
+                    "\(index): built \(json["objects"]?.intValue ?? 0) objects in "
+                        + String(format: "%.1f s", Double(json["durationMs"]?.intValue ?? 0) / 1000))
+                return
+            }
+            guard code == 504, log.failed == nil else {
+                throw CommandFailure(
+                    description: "build of \(index) failed: \(code) \(AdminClient.message(reply))")
+            }
+            print("\(index): still building (the request timed out); waiting for the gateway to finish")
+            while true {
+                usleep(200_000)
+                for (event, data) in log.drain()
+                where event == "buildDidFinish" && data["index"]?.stringValue == index {
+                    if let error = data["error"]?.stringValue {
+                        throw CommandFailure(description: "build of \(index) failed: \(error)")
+                    }
+                    print("\(index): built \(data["objects"]?.intValue ?? 0) objects")
+                    return
+                }
+                if let f = log.failed { throw f }
+            }
+        }
+    }
+
+    /// An absolute path for `path` that exists and is readable here (else a usage error).
+    static func absolute(_ path: String) throws -> String {
+        let url = URL(
+            fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        let full = url.standardizedFileURL.path
+        guard FileManager.default.isReadableFile(atPath: full) else {
+            throw ValidationError("cannot read \(path)")
+        }
+        return full
+    }
+}
+
+/// Percent-encoding of one URL path segment.
+func percentEncoded(_ text: String) -> String {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+}
