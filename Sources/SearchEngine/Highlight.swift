@@ -30,7 +30,9 @@ final class Highlighter {
     private static func tokenMatch(_ t: [UInt8], words: [QueryWord]) -> (word: Int, cut: Int?)? {
         var found: (Int, Int?)?
         for (w, word) in words.enumerated() {
-            if t == word.bytes || word.alternatives.contains(where: { $0.bytes == t }) { return (w, nil) }
+            if t == word.bytes || word.alternatives.contains(where: { $0.tokens.contains(t) }) {
+                return (w, nil)
+            }
             if word.prefix && t.count > word.bytes.count && t.starts(with: word.bytes) {
                 if found == nil { found = (w, word.bytes.count) }
                 continue

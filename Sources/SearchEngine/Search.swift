@@ -6,8 +6,9 @@ struct QueryWord {
     var bytes: [UInt8]
     var prefix: Bool
     var maxTypos: Int
-    /// Words that also match this one (synonyms), with the typo count a match on them counts.
-    var alternatives: [(bytes: [UInt8], typos: Int)] = []
+    /// Words or phrases that also match this one (synonyms), with the typo count a match on them
+    /// counts. A phrase matches a document holding all its words.
+    var alternatives: [(tokens: [[UInt8]], typos: Int)] = []
 }
 
 /// Per-word best match in a document, packed so that `min` picks the best:
@@ -160,8 +161,8 @@ extension IndexData {
             let typoMode = options.typoMode
             var termMatches = words.map { word in
                 var matches = matchTerms(word.bytes, prefix: word.prefix, maxTypos: word.maxTypos)
-                for alternative in word.alternatives {
-                    if let t = lookup(alternative.bytes) {
+                for alternative in word.alternatives where alternative.tokens.count == 1 {
+                    if let t = lookup(alternative.tokens[0]) {
                         matches.append(
                             TermMatch(term: t, typos: alternative.typos, nonExact: alternative.typos > 0))
                     }
@@ -220,6 +221,37 @@ extension IndexData {
                     }
                     recycle(left, docs: [])
                     recycle(right, docs: [])
+                }
+                // Phrase alternatives: documents holding every word of the phrase.
+                for alternative in words[w].alternatives where alternative.tokens.count > 1 {
+                    let terms = alternative.tokens.compactMap(lookup)
+                    guard terms.count == alternative.tokens.count else { continue }
+                    let match = { (t: Int) in
+                        [TermMatch(term: t, typos: alternative.typos, nonExact: alternative.typos > 0)]
+                    }
+                    let buffers = terms.map { _ in takeScratch() }
+                    var docLists: [[Int32]] = []
+                    for (i, t) in terms.enumerated() {
+                        var list: [Int32] = []
+                        fill(buffers[i], matches: match(t), allowed: allowed) { list.append($0) }
+                        docLists.append(list)
+                    }
+                    for doc in docLists[0] {
+                        var value = Packed.absent
+                        for buffer in buffers {
+                            let v = buffer[Int(doc)]
+                            if v == Packed.absent {
+                                value = Packed.absent
+                                break
+                            }
+                            value = min(value, v)
+                        }
+                        if value < dense[Int(doc)] {
+                            if dense[Int(doc)] == Packed.absent { docs.append(doc) }
+                            dense.values[Int(doc)] = value
+                        }
+                    }
+                    for (i, buffer) in buffers.enumerated() { recycle(buffer, docs: docLists[i]) }
                 }
                 for (first, t) in concats where first == w || first + 1 == w {
                     fill(dense, matches: [TermMatch(term: t, typos: 1, nonExact: true)], allowed: allowed) {
@@ -330,40 +362,38 @@ func asinApprox(_ x: Double) -> Double {
 /// `onewaysynonym` (`input` also matches the listed words), `altcorrection1`/`altcorrection2`
 /// (`word` also matches the corrections, counted as 1 or 2 typos). Applied to whole query words when
 /// the `synonyms` parameter is not false; a synonym match is an exact, typo-free match (Algolia's
-/// default `alternativesAsExact`). Entries of several words are not applied (only single words).
+/// default `alternativesAsExact`). A single query word triggers them; an alternative of several words
+/// matches documents holding all of them (in any order); several query words never trigger one.
 struct SynonymTable: Sendable {
-    private var table: [[UInt8]: [(bytes: [UInt8], typos: Int)]] = [:]
+    private var table: [[UInt8]: [(tokens: [[UInt8]], typos: Int)]] = [:]
 
     var isEmpty: Bool { table.isEmpty }
 
     init(_ synonyms: [JSON], normalizer: Normalizer) {
-        func single(_ text: String) -> [UInt8]? {
-            let tokens = normalizer.tokens(text)
-            return tokens.count == 1 ? tokens[0].normalized : nil
-        }
-        func add(_ from: [UInt8], _ to: [UInt8], typos: Int) {
-            guard from != to else { return }
-            var list = table[from, default: []]
-            if let i = list.firstIndex(where: { $0.bytes == to }) {
+        func tokens(_ text: String) -> [[UInt8]] { normalizer.tokens(text).map(\.normalized) }
+        func add(_ from: [[UInt8]], _ to: [[UInt8]], typos: Int) {
+            // Only single query words trigger alternatives.
+            guard from.count == 1, !to.isEmpty, from != to else { return }
+            var list = table[from[0], default: []]
+            if let i = list.firstIndex(where: { $0.tokens == to }) {
                 list[i].typos = Swift.min(list[i].typos, typos)
             } else {
                 list.append((to, typos))
             }
-            table[from] = list
+            table[from[0]] = list
         }
         for synonym in synonyms {
-            let words = (synonym["synonyms"] ?? synonym["corrections"]).map(stringList) ?? []
+            let words = ((synonym["synonyms"] ?? synonym["corrections"]).map(stringList) ?? []).map(tokens)
             switch (synonym["type"]?.stringValue ?? "").lowercased() {
             case "synonym":
-                let tokens = words.compactMap(single)
-                for a in tokens { for b in tokens { add(a, b, typos: 0) } }
+                for a in words { for b in words { add(a, b, typos: 0) } }
             case "onewaysynonym":
-                guard let input = synonym["input"]?.stringValue.flatMap(single) else { continue }
-                for b in words.compactMap(single) { add(input, b, typos: 0) }
+                guard let input = synonym["input"]?.stringValue.map(tokens) else { continue }
+                for b in words { add(input, b, typos: 0) }
             case "altcorrection1", "altcorrection2":
                 let typos = synonym["type"]?.stringValue?.hasSuffix("2") == true ? 2 : 1
-                guard let word = synonym["word"]?.stringValue.flatMap(single) else { continue }
-                for b in words.compactMap(single) { add(word, b, typos: typos) }
+                guard let word = synonym["word"]?.stringValue.map(tokens) else { continue }
+                for b in words { add(word, b, typos: typos) }
             default: continue
             }
         }

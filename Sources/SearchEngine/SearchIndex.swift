@@ -17,7 +17,7 @@ public final class SearchIndex: Sendable {
     /// A value that changes with every build; browse cursors are tied to it.
     public let generation: String
     let data: IndexData
-    /// Query-time alternatives from `synonyms` (normalized single words).
+    /// Query-time alternatives from `synonyms` (see ``SynonymTable``).
     let alternatives: SynonymTable
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the

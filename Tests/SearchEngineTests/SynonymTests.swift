@@ -59,6 +59,23 @@ import Testing
         #expect(ids(try index.search(["params": "query=tablet&synonyms=false"])) == ["tablet"])
     }
 
+    @Test func phraseAlternativesNeedAllTheirWords() throws {
+        let index = SearchIndex(
+            name: "cities", settings: ["searchableAttributes": ["title"]],
+            synonyms: [["objectID": "ny", "type": "synonym", "synonyms": ["NY", "new york"]]],
+            records: [
+                ["objectID": "pizza", "title": "New York pizza"],
+                ["objectID": "bagels", "title": "NY bagels"],
+                ["objectID": "minster", "title": "York minster"],
+            ])
+        #expect(Set(ids(try index.search(["query": "ny"]))) == ["pizza", "bagels"])
+        // Several query words do not trigger a synonym: "new york" finds only the phrase.
+        #expect(ids(try index.search(["query": "new york"])) == ["pizza"])
+        let pizza = try index.search(["query": "ny"])["hits"]?.arrayValue?.first { $0["objectID"] == "pizza" }
+        #expect(pizza?["_highlightResult"]?["title"]?["value"] == "<em>New</em> <em>York</em> pizza")
+        try SerializedTests.expectSame(index, ["query": "ny"])
+    }
+
     @Test func bytesPathAgrees() throws {
         let index = Self.index()
         for query in ["auto", "tablet", "color", "car parts"] {
