@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "ODataGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
+                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore", "ODataCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -102,6 +102,9 @@ let package = Package(
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
         .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
+        .testTarget(
+            name: "ODataGatewayTests", dependencies: ["ODataGateway", "ODataCore", "JSONCore", "Storage"],
+            swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
         .testTarget(name: "MirrorgateTests", dependencies: ["Mirrorgate"], swiftSettings: strict),

@@ -55,23 +55,13 @@ public final class Gateway: Sendable {
                 settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
         }
         var services: [ODataForwarder] = []
+        let events = EventBus()
+        let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         for name in configuration.odata.services.keys.sorted() {
-            let s = configuration.odata.services[name]!
-            let version: ODataVersion? =
-                switch s.version {
-                case .v2: .v2
-                case .v4: .v4
-                case .auto: nil
-                }
-            let settings = ODataServiceSettings(
-                name: name, mount: s.mount, upstream: s.upstream, version: version,
-                customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                urlSuffix: s.urlSuffix, timeout: s.timeout)
             services.append(
-                ODataForwarder(
-                    settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
-            )
+                try ODataServices.make(
+                    name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
+                    events: { events.publish($0, $1) }))
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let store: IndexStore?
@@ -90,7 +80,6 @@ public final class Gateway: Sendable {
         self.state = state
         let offline = try OfflineIndexRegistry.load(
             configuration, store: store, logger: Logger(label: "mirrorgate.algolia"))
-        let events = EventBus()
         if let algolia {
             algolia.reachability.onChange { up in
                 events.publish("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])

@@ -115,7 +115,7 @@ final class Router: HTTPHandler {
         case .algolia:
             frontend.handle(request, out)
         case .odata(let service):
-            service.forward(request, out)
+            service.handle(request, out)
         case .admin:
             admin(request, out)
         case .metrics:
@@ -175,6 +175,8 @@ final class Router: HTTPHandler {
             _ = events.subscribe { text in stream.writeNonBlocking(Array(text.utf8)) }
         case ("POST", _) where AdminBuild.matches(request.method, path):
             AdminBuild.handle(router: self, request: request, out: out)
+        case (_, _) where path.hasPrefix("/_mirrorgate/odata/"):
+            odataAdmin(request, out)
         case ("POST", _) where path.hasPrefix("/_mirrorgate/algolia/indices/") && path.hasSuffix("/sync"):
             let name = FormDecoding.percentDecode(
                 path.dropFirst("/_mirrorgate/algolia/indices/".count).dropLast("/sync".count))
@@ -236,6 +238,7 @@ final class Router: HTTPHandler {
             ]
         }
         result["algolia"] = ["indices": .object(indices)]
+        result["odata"] = odataStatus()
         return .object(result)
     }
 

@@ -1,16 +1,13 @@
 import HTTPServer
 import JSONCore
 import Logging
+import ODataCore
 import Proxying
+import Synchronization
 import Upstream
 
-/// OData version of a service, for error bodies and headers.
-public enum ODataVersion: String, Sendable {
-    /// OData V2 (verbose JSON, `DataServiceVersion`).
-    case v2
-    /// OData V4 (`OData-Version`).
-    case v4
-}
+/// OData version of a service (ODataCore's), re-exported for the assembly.
+public typealias ODataVersion = ODataCore.ODataVersion
 
 /// OData error bodies in each version's JSON format.
 public enum ODataError {
@@ -123,6 +120,7 @@ public final class ODataForwarder: Sendable {
     public let reachability: ReachabilityTracker
     private let loop: CurlLoop
     private let logger: Logger
+    private let local = Mutex<ODataService?>(nil)
 
     /// Creates a forwarder with its own reachability tracker (probing the service root with the blocking
     /// `client`); transfers run on `loop`.
@@ -161,8 +159,26 @@ public final class ODataForwarder: Sendable {
         return ODataURLMap(gatewayRoot: "http://\(host)\(settings.mount)", upstreamRoot: settings.upstream)
     }
 
-    /// Forwards `request` without blocking; answers through `responder` in every case.
-    public func forward(_ request: HTTPRequest, _ responder: any Responder) {
+    /// Attaches the service that answers reads locally (mirror, routing); without one, everything is
+    /// forwarded.
+    public func attach(_ service: ODataService) { local.withLock { $0 = service } }
+
+    /// The attached service, if any.
+    public var service: ODataService? { local.withLock { $0 } }
+
+    /// Routes one request under the mount without blocking: through the attached ``ODataService`` when
+    /// there is one, else forwarded.
+    public func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        if let service { service.handle(request, responder) } else { forward(request, responder) }
+    }
+
+    /// Forwards `request` without blocking; answers through `responder` in every case, except that when
+    /// the upstream cannot be reached at all and `fallback` returns true, `fallback` has taken over the
+    /// answer.
+    public func forward(
+        _ request: HTTPRequest, _ responder: any Responder,
+        fallback: (@Sendable (UpstreamError) -> Bool)? = nil
+    ) {
         let map = urlMap(for: request)
         var headers = HopByHop.requestHeaders(request.headers, dropping: ["accept-encoding"])
         headers.append((name: "Accept-Encoding", value: "identity"))
@@ -196,6 +212,7 @@ public final class ODataForwarder: Sendable {
             case .failed(let error):
                 if error.kind == .cancelled { return }
                 reachability.reportFailure(error.description)
+                if let fallback, fallback(error) { return }
                 let status = error.kind == .timeout ? 504 : 502
                 responder.respond(
                     ODataError.response(

@@ -1,0 +1,110 @@
+import Foundation
+import GatewayConfig
+import HTTPServer
+import JSONCore
+import Logging
+import ODataGateway
+import Upstream
+
+/// Builds one ``ODataService`` (mirror, routing, downloads) per configured OData service on top of its
+/// forwarder, and answers the OData admin routes.
+enum ODataServices {
+    /// The forwarder and mirrored service for `name`; the service's scheduler is started.
+    static func make(
+        name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
+        pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+    ) throws -> ODataForwarder {
+        let s = configuration.odata.services[name]!
+        let version: ODataVersion? =
+            switch s.version {
+            case .v2: .v2
+            case .v4: .v4
+            case .auto: nil
+            }
+        let settings = ODataServiceSettings(
+            name: name, mount: s.mount, upstream: s.upstream, version: version,
+            customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            urlSuffix: s.urlSuffix, timeout: s.timeout)
+        let forwarder = ODataForwarder(
+            settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
+        let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
+        let mirror = ODataMirrorSettings(
+            localFirst: s.routing == .localFirst,
+            definingRequests: s.definingRequests.map { .init(name: $0.name, query: $0.query) },
+            pageSize: s.pageSize, bootstrapMetadata: s.bootstrap?.metadata,
+            bootstrapData: s.bootstrap?.data ?? [:],
+            interval: policy?.activeInterval ?? .seconds(3600),
+            databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+        let service: ODataService
+        do {
+            service = try ODataService(
+                forwarder: forwarder, settings: mirror, client: client, pool: pool,
+                logger: Logger(label: "mirrorgate.odata"))
+        } catch {
+            throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
+        }
+        service.onDownload { result in
+            switch result {
+            case .success(let stats):
+                var details = stats.json.objectValue ?? JSONObject()
+                details["service"] = .string(name)
+                events("downloadDidFinish", .object(details))
+            case .failure(let error):
+                events("downloadDidFinish", ["service": .string(name), "error": .string(error.description)])
+            }
+        }
+        service.start()
+        return forwarder
+    }
+}
+
+extension Router {
+    /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
+    /// `{entitySets, durationMs}` (502 and `{message}` when it failed); 409 while one runs; 404 for an
+    /// unknown service.
+    func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/odata/services/"
+        let path = request.path
+        guard request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/download") else {
+            out.respond(
+                errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
+            return
+        }
+        let name = FormDecoding.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
+        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
+            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        var completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)?
+        if wait {
+            completion = { result in
+                switch result {
+                case .success(let stats):
+                    out.respond(.json(200, stats.json.serialized()))
+                case .failure(let error):
+                    let body: JSON = ["message": .string(error.description)]
+                    out.respond(.json(502, body.serialized()))
+                }
+            }
+        }
+        let started = service.download(completion: completion)
+        guard started else {
+            out.respond(
+                errorResponse(409, "a download of \(name) is already running", target: request.target))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `odata.services` of `/_mirrorgate/status`.
+    func odataStatus() -> JSON {
+        var services = JSONObject()
+        for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            services[s.settings.name] =
+                s.service?.status() ?? ["reachable": .bool(s.reachability.isReachable)]
+        }
+        return ["services": .object(services)]
+    }
+}

@@ -1,0 +1,341 @@
+import Foundation
+import ODataCore
+import Storage
+import Synchronization
+
+/// One stored column of a mirrored entity set: a primitive property (complex properties flattened with
+/// `_`, as ``ModelSQLMapping`` expects).
+public struct MirrorColumn: Sendable, Hashable {
+    /// Column name (`Address_City`).
+    public var name: String
+    /// Property path in the entity (`["Address", "City"]`).
+    public var path: [String]
+    /// The EDM type.
+    public var type: EdmPrimitiveType
+}
+
+/// The table layout of one entity set.
+public struct MirrorSetLayout: Sendable {
+    /// Entity set (and table) name.
+    public var set: EdmEntitySet
+    /// Qualified entity type.
+    public var entityType: String
+    /// Typed columns, one per primitive property.
+    public var columns: [MirrorColumn]
+    /// Key property names, in key order.
+    public var key: [String]
+}
+
+/// A parsed, stored `$metadata` with the derived table layouts.
+public struct MirrorModel: Sendable {
+    /// The `$metadata` document exactly as the upstream (or bootstrap file) served it.
+    public var metadata: [UInt8]
+    /// The parsed model.
+    public var model: EdmModel
+    /// Layout per entity set name.
+    public var layouts: [String: MirrorSetLayout]
+    /// SQL mapping for ODataCore's translator.
+    public var mapping: ModelSQLMapping
+
+    /// The version of the service.
+    public var version: ODataVersion { model.version }
+}
+
+/// One entity as received from the upstream, ready to be stored.
+public struct MirrorEntity: Sendable {
+    /// Structural properties as received (navigation properties and control information removed).
+    public var properties: [(String, RawJSON)]
+    /// The entity's ETag, if any.
+    public var etag: String?
+}
+
+/// The SQLite mirror of one OData service (`dataDir/odata-NAME.sqlite`, mode 0600): the `$metadata`
+/// byte-identical, one typed table per entity set (a `_json` column keeps every entity exactly as
+/// received, typed columns serve `$filter`/`$orderby`), the scope of each defining request, and the
+/// time of the last download.
+///
+/// Promises: a defining request's rows are replaced in one transaction (readers see the old rows or the
+/// new ones, never a mix); a changed `$metadata` drops and recreates every entity table; decimals and
+/// Int64 keep their exact text in `_json`; date-time-offsets are stored as UTC text
+/// (`YYYY-MM-DDThh:mm:ss[.fff]Z`) and V2 `/Date(ms)/` date-times as `YYYY-MM-DDThh:mm:ss[.fff]`.
+public final class ODataMirror: Sendable {
+    /// The database.
+    public let pool: DatabasePool
+    private let current = Mutex<MirrorModel?>(nil)
+
+    /// Opens (creating) the mirror file and loads a stored model if any.
+    public init(path: String) throws {
+        pool = try DatabasePool(path: path, options: DatabaseOptions(synchronous: .normal), readers: 4)
+        try pool.write { db in
+            try db.execute(
+                """
+                CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
+                CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
+                  query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
+                  PRIMARY KEY (request, entitySet));
+                """)
+        }
+        if let bytes = try pool.read({ db in
+            try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)
+        }
+        )?.bytes {
+            if let m = try? Self.makeModel(bytes) { current.withLock { $0 = m } }
+        }
+    }
+
+    /// The loaded model, if `$metadata` was ever stored.
+    public var model: MirrorModel? { current.withLock { $0 } }
+
+    /// The last successful download time (ISO-8601), if any.
+    public var lastDownloadAt: String? {
+        (try? pool.read { db in try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='lastDownloadAt'"#) })??
+            .string
+    }
+
+    /// Rows per entity set.
+    public func rowCounts() -> [String: Int] {
+        guard let m = model else { return [:] }
+        var result: [String: Int] = [:]
+        _ = try? pool.read { db in
+            for name in m.layouts.keys {
+                result[name] = try db.scalar("SELECT COUNT(*) FROM \(q(name))")?.int ?? 0
+            }
+        }
+        return result
+    }
+
+    static func makeModel(_ bytes: [UInt8]) throws -> MirrorModel {
+        let model = try CSDLParser.parse(bytes)
+        var layouts: [String: MirrorSetLayout] = [:]
+        for set in model.entitySets {
+            var columns: [MirrorColumn] = []
+            func add(_ type: String, _ prefix: [String], depth: Int) {
+                for p in model.properties(of: type) where !p.type.isCollection {
+                    let path = prefix + [p.name]
+                    if let prim = p.type.primitive {
+                        columns.append(
+                            MirrorColumn(name: path.joined(separator: "_"), path: path, type: prim))
+                    } else if model.structuredType(p.type.name) != nil, depth < 4 {
+                        add(p.type.name, path, depth: depth + 1)
+                    } else if model.enumTypes[p.type.name] != nil {
+                        columns.append(
+                            MirrorColumn(name: path.joined(separator: "_"), path: path, type: .string))
+                    }
+                }
+            }
+            add(set.entityType, [], depth: 0)
+            layouts[set.name] = MirrorSetLayout(
+                set: set, entityType: set.entityType, columns: columns, key: model.key(of: set.entityType))
+        }
+        return MirrorModel(
+            metadata: bytes, model: model, layouts: layouts, mapping: ModelSQLMapping(model: model))
+    }
+
+    /// Stores `metadata` (when it differs from the stored one: every entity table is recreated) and makes
+    /// it current. Throws when it does not parse.
+    @discardableResult
+    public func install(metadata: [UInt8]) throws -> MirrorModel {
+        if let m = model, m.metadata == metadata { return m }
+        let new = try Self.makeModel(metadata)
+        try pool.write { db in
+            try db.transaction {
+                if let old = model {
+                    for name in old.layouts.keys { try db.execute("DROP TABLE IF EXISTS \(q(name))") }
+                }
+                try db.execute(#"DELETE FROM "_mg_scope""#)
+                try db.run(#"DELETE FROM "_mg_meta" WHERE key='lastDownloadAt'"#)
+                for layout in new.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
+                    try db.execute("DROP TABLE IF EXISTS \(q(layout.set.name))")
+                    var cols = [#""_json" TEXT NOT NULL"#, #""_etag" TEXT"#, #""_dr" TEXT NOT NULL"#]
+                    for c in layout.columns { cols.append("\(q(c.name)) \(Self.sqlType(c.type))") }
+                    try db.execute("CREATE TABLE \(q(layout.set.name)) (\(cols.joined(separator: ", ")))")
+                    if !layout.key.isEmpty {
+                        try db.execute(
+                            "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
+                                + layout.key.map(q).joined(separator: ", ") + ")")
+                    }
+                }
+                try db.run(
+                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('metadata', ?)"#,
+                    [.blob(metadata)])
+            }
+        }
+        current.withLock { $0 = new }
+        return new
+    }
+
+    static func sqlType(_ t: EdmPrimitiveType) -> String {
+        switch t {
+        case .boolean, .byte, .sbyte, .int16, .int32, .int64: return "INTEGER"
+        case .single, .double, .decimal: return "REAL"
+        case .binary, .stream: return "BLOB"
+        default: return "TEXT"
+        }
+    }
+
+    /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
+    /// `rows` maps entity set names to their entities. Returns rows stored per set.
+    @discardableResult
+    public func replace(request: String, query: String, rows: [String: [MirrorEntity]]) throws -> [String:
+        Int]
+    {
+        guard let m = model else { throw MirrorError("no $metadata") }
+        let now = iso8601Now()
+        var stored: [String: Int] = [:]
+        try pool.write { db in
+            try db.transaction {
+                let sets = try db.query(
+                    #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
+                )
+                .compactMap { $0[0].string }
+                for set in Set(sets).union(rows.keys) where m.layouts[set] != nil {
+                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+                }
+                try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                for (set, entities) in rows.sorted(by: { $0.key < $1.key }) {
+                    guard let layout = m.layouts[set] else { continue }
+                    let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
+                    let sql =
+                        "INSERT OR REPLACE INTO \(q(set)) (\(names.joined(separator: ", "))) VALUES ("
+                        + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+                    let statement = try db.prepare(sql)
+                    for e in entities {
+                        var values: [SQLValue] = [
+                            .text(RawJSON.object(e.properties).serialized()), SQLValue(e.etag),
+                            .text(request),
+                        ]
+                        for c in layout.columns {
+                            values.append(
+                                Self.columnValue(Self.lookup(e.properties, c.path), c.type, m.version))
+                        }
+                        try statement.bind(values)
+                        _ = try statement.step()
+                        statement.reset()
+                    }
+                    stored[set] = entities.count
+                    try db.run(
+                        #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                        [
+                            .text(request), .text(set), .text(query), .integer(Int64(entities.count)),
+                            .text(now),
+                        ])
+                }
+                try db.run(
+                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#,
+                    [.text(now)])
+            }
+        }
+        return stored
+    }
+
+    /// Whether some defining request ever stored rows (or an empty result) for `set`.
+    public func hasScope(_ set: String) -> Bool {
+        ((try? pool.read { db in
+            try db.scalar(#"SELECT 1 FROM "_mg_scope" WHERE entitySet = ? LIMIT 1"#, [.text(set)])
+        }) ?? nil) != nil
+    }
+
+    static func lookup(_ properties: [(String, RawJSON)], _ path: [String]) -> RawJSON {
+        var members = properties
+        for (i, name) in path.enumerated() {
+            guard let v = members.first(where: { $0.0 == name })?.1 else { return .null }
+            if i == path.count - 1 { return v }
+            guard let m = v.members else { return .null }
+            members = m
+        }
+        return .null
+    }
+
+    /// The typed column value for a wire value.
+    public static func columnValue(_ value: RawJSON, _ type: EdmPrimitiveType, _ version: ODataVersion)
+        -> SQLValue
+    {
+        switch value {
+        case .null, .array, .object: return .null
+        case .bool(let b): return .integer(b ? 1 : 0)
+        case .number(let text):
+            switch type {
+            case .boolean, .byte, .sbyte, .int16, .int32, .int64:
+                return Int64(text).map(SQLValue.integer) ?? Double(text).map(SQLValue.real) ?? .text(text)
+            default: return Double(text).map(SQLValue.real) ?? .text(text)
+            }
+        case .string(let s):
+            switch type {
+            case .byte, .sbyte, .int16, .int32, .int64:
+                return Int64(s).map(SQLValue.integer) ?? .text(s)
+            case .single, .double, .decimal:
+                return Double(s).map(SQLValue.real) ?? .text(s)
+            case .boolean: return .integer(s == "true" ? 1 : 0)
+            case .guid: return .text(s.lowercased())
+            case .dateTimeOffset:
+                if let ms = parseV2Date(s) { return .text(isoFromMillis(ms.millis, utc: true)) }
+                return .text(SQLDefaults.normalizeDateTimeOffset(s) ?? s)
+            case .dateTime:
+                if let ms = parseV2Date(s) { return .text(isoFromMillis(ms.millis, utc: false)) }
+                return .text(SQLDefaults.normalizeDateTime(s))
+            case .binary, .stream:
+                var b64 = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                while b64.count % 4 != 0 { b64 += "=" }
+                return Data(base64Encoded: b64).map { .blob([UInt8]($0)) } ?? .text(s)
+            default: return .text(s)
+            }
+        }
+    }
+
+    /// `/Date(1754611200000)/` or `/Date(1754611200000+0060)/` → milliseconds (UTC) and offset.
+    static func parseV2Date(_ s: String) -> (millis: Int64, offsetMinutes: Int64)? {
+        guard s.hasPrefix("/Date("), s.hasSuffix(")/") else { return nil }
+        let inner = s.dropFirst(6).dropLast(2)
+        var digits = inner
+        var offset: Int64 = 0
+        if let i = inner.dropFirst().firstIndex(where: { $0 == "+" || $0 == "-" }) {
+            digits = inner[..<i]
+            offset = Int64(inner[inner.index(after: i)...]) ?? 0
+            if inner[i] == "-" { offset = -offset }
+        }
+        guard let ms = Int64(digits) else { return nil }
+        return (ms, offset)
+    }
+
+    static func isoFromMillis(_ ms: Int64, utc: Bool) -> String {
+        let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
+        let fraction = ms - seconds * 1000
+        var days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+        var rest = seconds - days * 86400
+        let hour = rest / 3600
+        rest %= 3600
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let doe = days - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func pad(_ v: Int64, _ w: Int) -> String {
+            let t = String(v)
+            return String(repeating: "0", count: max(0, w - t.count)) + t
+        }
+        var text =
+            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(hour, 2)):\(pad(rest / 60, 2)):\(pad(rest % 60, 2))"
+        if fraction != 0 { text += "." + pad(fraction, 3) }
+        return utc ? text + "Z" : text
+    }
+}
+
+/// A mirror operation that cannot proceed.
+public struct MirrorError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong.
+    public var description: String
+    init(_ d: String) { description = d }
+}
+
+/// A double-quoted SQL identifier.
+func q(_ identifier: String) -> String { ODataSQLTranslator.quote(identifier) }
+
+func iso8601Now() -> String {
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.string(from: Date())
+}

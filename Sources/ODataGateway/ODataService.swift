@@ -1,0 +1,544 @@
+import Foundation
+import HTTPServer
+import JSONCore
+import Logging
+import ODataCore
+import Synchronization
+import Upstream
+
+/// What an ``ODataService`` mirrors and how it routes reads (mapped from `odata.services.NAME`).
+public struct ODataMirrorSettings: Sendable {
+    /// One defining request: a name and a query relative to the service root.
+    public struct DefiningRequest: Sendable {
+        /// Unique name.
+        public var name: String
+        /// Relative read URL, e.g. `Customers?$filter=Country eq 'Germany'`.
+        public var query: String
+        /// Creates one.
+        public init(name: String, query: String) {
+            self.name = name
+            self.query = query
+        }
+    }
+    /// `routing: localFirst`: reads are always answered from the mirror.
+    public var localFirst: Bool
+    /// The defining requests.
+    public var definingRequests: [DefiningRequest]
+    /// Server-driven page size of local responses.
+    public var pageSize: Int?
+    /// `bootstrap.metadata` file.
+    public var bootstrapMetadata: String?
+    /// `bootstrap.data`: entity set → JSON file.
+    public var bootstrapData: [String: String]
+    /// Interval between scheduled downloads.
+    public var interval: Duration
+    /// Path of the mirror file.
+    public var databasePath: String
+
+    /// Creates settings.
+    public init(
+        localFirst: Bool, definingRequests: [DefiningRequest], pageSize: Int?, bootstrapMetadata: String?,
+        bootstrapData: [String: String], interval: Duration, databasePath: String
+    ) {
+        self.localFirst = localFirst
+        self.definingRequests = definingRequests
+        self.pageSize = pageSize
+        self.bootstrapMetadata = bootstrapMetadata
+        self.bootstrapData = bootstrapData
+        self.interval = interval
+        self.databasePath = databasePath
+    }
+}
+
+/// The result of one download.
+public struct ODataDownloadStats: Sendable {
+    /// Rows stored per entity set (over all defining requests).
+    public var entitySets: [String: Int]
+    /// Wall time.
+    public var durationMs: Int
+    /// `{"entitySets": {NAME: rows}, "durationMs": N}`.
+    public var json: JSON {
+        var sets = JSONObject()
+        for (k, v) in entitySets.sorted(by: { $0.key < $1.key }) { sets[k] = .int(Int64(v)) }
+        return ["entitySets": .object(sets), "durationMs": .int(Int64(durationMs))]
+    }
+}
+
+private struct DownloadState {
+    var running = false
+    var lastError: String?
+    var lastDurationMs: Int?
+    var nextSyncAt: Date?
+    var stopped = false
+}
+
+/// Adds `X-Mirrorgate-Origin` to every response.
+struct OriginResponder: Responder {
+    let inner: any Responder
+    let origin: String
+    @discardableResult func respond(_ response: HTTPResponse) -> Bool {
+        var r = response
+        r.headers.set("X-Mirrorgate-Origin", origin)
+        return inner.respond(r)
+    }
+}
+
+/// One OData service: its SQLite mirror filled by defining requests (or bootstrap files), the routing of
+/// reads (`onlineFirst`: forwarded while reachable, answered locally when the upstream is down or a
+/// forwarded read cannot reach it; `localFirst`: always local), function imports forwarded (503 with
+/// an OData error offline), and downloads at start when never downloaded, when the upstream becomes
+/// reachable again, on demand and on an interval.
+///
+/// Promises: `handle` never blocks (local work runs on the service's worker pool, forwarding on the curl
+/// loop); every response carries `X-Mirrorgate-Origin: remote|local`; at most one download runs at a time.
+public final class ODataService: Sendable {
+    /// Forwarding and reachability.
+    public let forwarder: ODataForwarder
+    /// The mirror.
+    public let mirror: ODataMirror
+    /// Mirror and routing settings.
+    public let settings: ODataMirrorSettings
+    let engine: LocalQueryEngine
+    let pool: WorkerPool
+    let client: UpstreamClient
+    let logger: Logger
+    private let state = Mutex(DownloadState())
+    private let wake = ConditionLock()
+    /// Called after every download with its outcome (for events).
+    private let listeners = Mutex<[@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void]>([])
+
+    /// Opens the mirror (creating it) and attaches to `forwarder`.
+    public init(
+        forwarder: ODataForwarder, settings: ODataMirrorSettings, client: UpstreamClient, pool: WorkerPool,
+        logger: Logger
+    ) throws {
+        self.forwarder = forwarder
+        self.settings = settings
+        self.client = client
+        self.pool = pool
+        self.logger = logger
+        mirror = try ODataMirror(path: settings.databasePath)
+        if mirror.model == nil, let file = settings.bootstrapMetadata,
+            let bytes = FileManager.default.contents(atPath: file)
+        {
+            try mirror.install(metadata: [UInt8](bytes))
+        }
+        engine = LocalQueryEngine(mirror: mirror)
+        forwarder.attach(self)
+    }
+
+    /// The service's version (configured, else from the mirrored `$metadata`, else V4).
+    public var version: ODataVersion { forwarder.settings.version ?? mirror.model?.version ?? .v4 }
+
+    /// Registers a listener for download outcomes.
+    public func onDownload(_ body: @escaping @Sendable (Result<ODataDownloadStats, MirrorError>) -> Void) {
+        listeners.withLock { $0.append(body) }
+    }
+
+    // MARK: routing
+
+    /// Routes one request without blocking.
+    public func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        let isRead = request.method == "GET" || request.method == "HEAD"
+        guard mirror.model != nil, isRead else {
+            forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
+            return
+        }
+        let target = request.target
+        let localToken = target.contains("skiptoken=" + LocalSkipToken.prefix)
+        if settings.localFirst || localToken || !forwarder.reachability.isReachable {
+            pool.submit { [self] in answerLocally(request, responder, mayForward: true) }
+            return
+        }
+        forwarder.forward(
+            request, OriginResponder(inner: responder, origin: "remote"),
+            fallback: { [self] _ in
+                pool.submit { [self] in answerLocally(request, responder, mayForward: false) }
+                return true
+            })
+    }
+
+    /// The path under the mount (percent-encoded, no leading `/`) and the raw query.
+    func relative(_ request: HTTPRequest) -> (String, String) {
+        var path = Substring(request.path)
+        let mount = forwarder.settings.mount
+        if path.hasPrefix(mount) { path = path.dropFirst(mount.count) } else { path = "" }
+        return (String(path), request.query.map(String.init) ?? "")
+    }
+
+    func answerLocally(_ request: HTTPRequest, _ responder: any Responder, mayForward: Bool) {
+        let out = OriginResponder(inner: responder, origin: "local")
+        let version = self.version
+        let (path, query) = relative(request)
+        if let m = mirror.model, let parsed = try? ODataResourcePath.parse(path, model: m.model) {
+            switch parsed.target {
+            case .operationImport, .batch:
+                if mayForward, forwarder.reachability.isReachable {
+                    forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
+                } else {
+                    out.respond(
+                        ODataError.response(
+                            503, code: "UpstreamUnavailable",
+                            "the upstream is unreachable; function imports and actions are not answered offline",
+                            version: version))
+                }
+                return
+            default: break
+            }
+        }
+        var format = ODataFormat(version: version)
+        let accept = (request.headers["Accept"] ?? "") + ";" + (request.queryValue("$format") ?? "")
+        let lower = accept.lowercased()
+        if lower.contains("odata.metadata=full") {
+            format.metadata = .full
+        } else if lower.contains("odata.metadata=none") {
+            format.metadata = .none
+        }
+        if lower.contains("ieee754compatible=true") { format.ieee754Compatible = true }
+        var pageSize = settings.pageSize
+        var preferApplied: String?
+        if let prefer = request.headers["Prefer"], let range = prefer.range(of: "odata.maxpagesize=") {
+            let digits = prefer[range.upperBound...].prefix { $0.isNumber }
+            if let n = Int(digits), n > 0 {
+                pageSize = min(pageSize ?? n, n)
+                preferApplied = "odata.maxpagesize=\(n)"
+            }
+        }
+        let root = forwarder.urlMap(for: request).gatewayRoot
+        let local = LocalReadRequest(
+            path: path, query: query, serviceRoot: root, format: format, pageSize: pageSize)
+        do {
+            let answer = try engine.read(local)
+            var headers = HTTPHeaders()
+            headers.set("Content-Type", answer.contentType)
+            if version == .v4 {
+                headers.set("OData-Version", "4.0")
+            } else {
+                headers.set("DataServiceVersion", "2.0")
+            }
+            if let preferApplied { headers.set("Preference-Applied", preferApplied) }
+            out.respond(
+                HTTPResponse(
+                    status: answer.status, headers: headers,
+                    body: .bytes(request.method == "HEAD" ? [] : answer.body)))
+        } catch {
+            if error.status == 503, error.code == "NoMirror", mayForward {
+                forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
+                return
+            }
+            out.respond(ODataError.response(error.status, code: error.code, error.message, version: version))
+        }
+    }
+
+    // MARK: downloads
+
+    /// Starts the scheduler: a download now when the mirror was never downloaded, then every
+    /// `settings.interval`, and whenever the upstream becomes reachable again.
+    public func start() {
+        forwarder.reachability.onChange { [self] up in
+            if up { _ = download(completion: nil) }
+        }
+        let thread = Thread { [self] in schedulerLoop() }
+        thread.name = "mg-odata-\(forwarder.settings.name)"
+        thread.start()
+    }
+
+    /// Stops the scheduler.
+    public func stop() {
+        state.withLock { $0.stopped = true }
+        wake.withLock { wake.broadcast() }
+    }
+
+    private func schedulerLoop() {
+        if mirror.lastDownloadAt == nil { _ = download(completion: nil) }
+        while true {
+            let interval = settings.interval
+            let next = Date().addingTimeInterval(
+                Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
+            state.withLock { $0.nextSyncAt = next }
+            let deadline = monotonicNanos() + UInt64(max(1, next.timeIntervalSinceNow) * 1e9)
+            wake.withLock {
+                while monotonicNanos() < deadline, !(state.withLock { $0.stopped }) {
+                    wake.wait(untilNanos: deadline)
+                }
+            }
+            if state.withLock({ $0.stopped }) { return }
+            if forwarder.reachability.isReachable { _ = download(completion: nil) }
+        }
+    }
+
+    /// Starts a download on a background thread; false when one is already running.
+    public func download(completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)?) -> Bool {
+        let started = state.withLock { s -> Bool in
+            if s.running { return false }
+            s.running = true
+            return true
+        }
+        guard started else { return false }
+        let thread = Thread { [self] in
+            let begin = Date()
+            let result: Result<ODataDownloadStats, MirrorError>
+            do {
+                var stats = try runDownload()
+                stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
+                result = .success(stats)
+            } catch let e as MirrorError {
+                result = .failure(e)
+            } catch {
+                result = .failure(MirrorError("\(error)"))
+            }
+            state.withLock { s in
+                s.running = false
+                switch result {
+                case .success(let st):
+                    s.lastError = nil
+                    s.lastDurationMs = st.durationMs
+                case .failure(let e): s.lastError = e.description
+                }
+            }
+            if case .failure(let e) = result {
+                logger.warning(
+                    "odata download failed",
+                    metadata: ["service": "\(forwarder.settings.name)", "error": "\(e)"])
+            }
+            for l in listeners.withLock({ $0 }) { l(result) }
+            completion?(result)
+        }
+        thread.name = "mg-odata-download"
+        thread.start()
+        return true
+    }
+
+    func upstreamGET(_ url: String) throws(MirrorError) -> UpstreamResponse {
+        let s = forwarder.settings
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if s.version != .v2 { headers.append(("OData-MaxVersion", "4.0")) }
+        headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
+        if !s.customCookies.isEmpty {
+            headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
+        }
+        var full = url
+        if let suffix = s.urlSuffix, !suffix.isEmpty, !url.contains(suffix) {
+            full += (url.contains("?") ? "&" : "?") + suffix
+        }
+        do {
+            let r = try client.perform(
+                UpstreamRequest(
+                    method: "GET", url: full, headers: headers, connectTimeout: s.connectTimeout,
+                    timeout: s.timeout))
+            forwarder.reachability.reportSuccess()
+            return r
+        } catch {
+            forwarder.reachability.reportFailure(error.description)
+            throw MirrorError("upstream unreachable: \(error)")
+        }
+    }
+
+    func runDownload() throws -> ODataDownloadStats {
+        let s = forwarder.settings
+        var metadataError: MirrorError?
+        do {
+            let r = try upstreamGET(s.upstream + "$metadata")
+            guard r.status == 200 else { throw MirrorError("$metadata answered \(r.status)") }
+            try mirror.install(metadata: r.body)
+        } catch let e as MirrorError {
+            metadataError = e
+        } catch {
+            metadataError = MirrorError("$metadata does not parse: \(error)")
+        }
+        if let metadataError {
+            if mirror.model == nil, let file = settings.bootstrapMetadata {
+                guard let bytes = FileManager.default.contents(atPath: file) else {
+                    throw MirrorError("cannot read bootstrap metadata \(file)")
+                }
+                try mirror.install(metadata: [UInt8](bytes))
+            }
+            if mirror.lastDownloadAt == nil, !settings.bootstrapData.isEmpty {
+                return try loadBootstrap()
+            }
+            throw metadataError
+        }
+        var total: [String: Int] = [:]
+        for request in settings.definingRequests {
+            let rows = try fetchDefiningRequest(request)
+            let stored = try mirror.replace(request: request.name, query: request.query, rows: rows)
+            for (k, v) in stored { total[k, default: 0] += v }
+        }
+        return ODataDownloadStats(entitySets: total, durationMs: 0)
+    }
+
+    /// Loads `bootstrap.data` files (each a V4 `{"value":[…]}`, a V2 `{"d":{"results":[…]}}` or a bare array).
+    func loadBootstrap() throws -> ODataDownloadStats {
+        guard let m = mirror.model else { throw MirrorError("no $metadata for the bootstrap data") }
+        var total: [String: Int] = [:]
+        for (set, file) in settings.bootstrapData.sorted(by: { $0.key < $1.key }) {
+            guard let layout = m.layouts[set] else { throw MirrorError("bootstrap: no entity set \(set)") }
+            guard let bytes = FileManager.default.contents(atPath: file) else {
+                throw MirrorError("cannot read bootstrap data \(file)")
+            }
+            let body: RawJSON
+            do { body = try RawJSON.parse([UInt8](bytes)) } catch { throw MirrorError("\(file): \(error)") }
+            var rows: [String: [MirrorEntity]] = [set: []]
+            for item in Self.entities(in: body).items {
+                if let members = item.members {
+                    ingest(members, set: set, type: layout.entityType, model: m, into: &rows)
+                }
+            }
+            let stored = try mirror.replace(request: "bootstrap:" + set, query: set, rows: rows)
+            for (k, v) in stored { total[k, default: 0] += v }
+        }
+        return ODataDownloadStats(entitySets: total, durationMs: 0)
+    }
+
+    static func entities(in body: RawJSON) -> (items: [RawJSON], next: String?) {
+        if let a = body.elements { return (a, nil) }
+        if let d = body["d"] {
+            if let a = d.elements { return (a, nil) }
+            if let r = d["results"]?.elements { return (r, d["__next"]?.string) }
+            return ([d], nil)
+        }
+        if let v = body["value"]?.elements { return (v, body["@odata.nextLink"]?.string) }
+        return ([body], nil)
+    }
+
+    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> [String:
+        [MirrorEntity]]
+    {
+        guard let m = mirror.model else { throw MirrorError("no $metadata") }
+        let s = forwarder.settings
+        var pathPart = Substring(request.query)
+        if let qi = pathPart.firstIndex(of: "?") { pathPart = pathPart[..<qi] }
+        let path: ODataResourcePath
+        do { path = try ODataResourcePath.parse(String(pathPart), model: m.model) } catch {
+            throw MirrorError("defining request \(request.name): \(error)")
+        }
+        let type: String
+        let set: String
+        switch path.target {
+        case .entityCollection(let t, let st), .entity(let t, let st):
+            type = t
+            guard let name = st ?? m.layouts.values.first(where: { $0.entityType == t })?.set.name else {
+                throw MirrorError("defining request \(request.name): no entity set for \(t)")
+            }
+            set = name
+        default: throw MirrorError("defining request \(request.name) does not read entities")
+        }
+        var rows: [String: [MirrorEntity]] = [set: []]
+        var url: String? = s.upstream + Self.encodeQuery(request.query)
+        var pages = 0
+        while let current = url {
+            pages += 1
+            guard pages <= 100_000 else {
+                throw MirrorError("defining request \(request.name): too many pages")
+            }
+            let r = try upstreamGET(current)
+            guard r.status == 200 else {
+                throw MirrorError(
+                    "defining request \(request.name) answered \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))"
+                )
+            }
+            let body: RawJSON
+            do { body = try RawJSON.parse(r.body) } catch {
+                throw MirrorError("defining request \(request.name): \(error)")
+            }
+            let (items, next) = Self.entities(in: body)
+            for item in items {
+                if let members = item.members { ingest(members, set: set, type: type, model: m, into: &rows) }
+            }
+            if let next, !next.isEmpty {
+                url = next.hasPrefix("http://") || next.hasPrefix("https://") ? next : s.upstream + next
+            } else {
+                url = nil
+            }
+        }
+        return rows
+    }
+
+    /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
+    static func encodeQuery(_ q: String) -> String {
+        var out = ""
+        for b in q.utf8 {
+            switch b {
+            case 32: out += "%20"
+            case 34, 60, 62, 92, 94, 96, 123, 124, 125, 0..<32, 127...255:
+                let hex = Array("0123456789ABCDEF")
+                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
+            default: out.append(Character(Unicode.Scalar(b)))
+            }
+        }
+        return out
+    }
+
+    /// Splits one wire entity into its structural properties (stored for `set`) and the entities expanded
+    /// inside it (stored for their own sets).
+    func ingest(
+        _ object: [(String, RawJSON)], set: String, type: String, model m: MirrorModel,
+        into rows: inout [String: [MirrorEntity]]
+    ) {
+        var properties: [(String, RawJSON)] = []
+        var etag: String?
+        for (name, value) in object {
+            if name == "__metadata" {
+                etag = value["etag"]?.string
+                continue
+            }
+            if name == "@odata.etag" || name == "@etag" {
+                etag = value.string
+                continue
+            }
+            if name.hasPrefix("@") || name.contains("@") { continue }
+            if let nav = m.model.navigationProperty(named: name, in: type) {
+                let setObject = m.layouts[set]?.set
+                let targetSet =
+                    setObject.flatMap { m.model.targetEntitySet(from: $0, navigationPath: name) }?.name
+                    ?? m.layouts.values.first(where: { $0.entityType == nav.target })?.set.name
+                guard let targetSet else { continue }
+                var items: [RawJSON] = []
+                if let a = value.elements {
+                    items = a
+                } else if let r = value["results"]?.elements {
+                    items = r
+                } else if value.members != nil, value["__deferred"] == nil {
+                    items = [value]
+                }
+                for item in items {
+                    if let members = item.members {
+                        ingest(members, set: targetSet, type: nav.target, model: m, into: &rows)
+                    }
+                }
+                continue
+            }
+            properties.append((name, value))
+        }
+        rows[set, default: []].append(MirrorEntity(properties: properties, etag: etag))
+    }
+
+    // MARK: status
+
+    /// `{reachable, pendingRequests, inFlight, inDoubt, errorArchive, lastUploadAt, lastDownloadAt,
+    /// nextSyncAt, lastError, downloading, version, entitySets}`.
+    public func status() -> JSON {
+        let s = state.withLock { $0 }
+        var o = JSONObject()
+        o["reachable"] = .bool(forwarder.reachability.isReachable)
+        o["pendingRequests"] = 0
+        o["inFlight"] = 0
+        o["inDoubt"] = 0
+        o["errorArchive"] = 0
+        o["lastUploadAt"] = .null
+        o["lastDownloadAt"] = mirror.lastDownloadAt.map(JSON.string) ?? .null
+        if let next = s.nextSyncAt {
+            let f = ISO8601DateFormatter()
+            o["nextSyncAt"] = .string(f.string(from: next))
+        } else {
+            o["nextSyncAt"] = .null
+        }
+        o["lastError"] = s.lastError.map(JSON.string) ?? .null
+        o["downloading"] = .bool(s.running)
+        o["version"] = mirror.model.map { .string($0.version.rawValue) } ?? .null
+        var sets = JSONObject()
+        for (k, v) in mirror.rowCounts().sorted(by: { $0.key < $1.key }) { sets[k] = .int(Int64(v)) }
+        o["entitySets"] = .object(sets)
+        return .object(o)
+    }
+}

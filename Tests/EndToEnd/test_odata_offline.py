@@ -1,0 +1,310 @@
+"""OData read path offline (SPEC §4, issue 5): unmodified clients read through the gateway while the
+upstream answers, then the upstream is stopped and the same read scenario, answered from the SQLite
+mirror filled by the defining requests, gives the same entities, counts and order (paging followed).
+
+Upstreams: odatapy's Northwind V4 (pages by 5, ETags) and mock-sap GWSAMPLE_BASIC (V2).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import requests
+from harness import request
+
+MOUNT = "/odata/nw/"
+SAP_ROOT = "/sap/opu/odata/IWBEP/GWSAMPLE_BASIC/"
+
+
+def nw_config(root: str, **extra) -> dict:
+    svc = {
+        "mount": MOUNT,
+        "upstream": root,
+        "timeout": "2s",
+        "definingRequests": [
+            {"name": "customers", "query": "Customers"},
+            {"name": "products", "query": "Products"},
+            {"name": "orders", "query": "Orders"},
+        ],
+    }
+    svc.update(extra)
+    return {"odata": {"services": {"nw": svc}}}
+
+
+def wait_downloaded(gw, service: str, timeout: float = 20) -> dict:
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
+        last = json.loads(body)["odata"]["services"][service]
+        if last.get("lastDownloadAt") and not last.get("downloading"):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"no download finished: {last}")
+
+
+def get(gw, path, headers=None):
+    h = {"Accept": "application/json"}
+    h.update(headers or {})
+    r = requests.get(gw.url(path), headers=h, timeout=10)
+    return r
+
+
+# ---------------------------------------------------------------- python-odata (V4)
+
+
+def python_odata_scenario(gw):
+    from odata import ODataService
+
+    svc = ODataService(gw.url(MOUNT), reflect_entities=True, quiet_progress=True)
+    Product, Customer = svc.entities["Products"], svc.entities["Customers"]
+    out = {}
+    cheap = svc.query(Product).filter(Product.UnitPrice > 15).order_by(Product.UnitPrice.desc()).limit(3)
+    out["cheap"] = [(p.ProductID, p.ProductName, str(p.UnitPrice)) for p in cheap]
+    out["all"] = [(p.ProductID, p.ProductName, str(p.UnitPrice), p.Discontinued) for p in svc.query(Product)]
+    out["sorted"] = [p.ProductName for p in svc.query(Product).order_by(Product.ProductName.asc())]
+    alfki = svc.query(Customer).get("ALFKI")
+    out["alfki"] = (alfki.CompanyName, alfki.City)
+    out["alfki_orders"] = sorted(o.OrderID for o in alfki.Orders)
+    out["bonap"] = svc.query(Customer).filter(Customer.CompanyName == "Bon app'").first().CustomerID
+    return out
+
+
+def test_python_odata_same_answers_online_and_offline(gateway_factory, odata_upstream_no_etags):
+    up = odata_upstream_no_etags
+    gw = gateway_factory(nw_config(up.root))
+    status = wait_downloaded(gw, "nw")
+    assert status["entitySets"] == {"Customers": 3, "Orders": 3, "Products": 7}
+    online = python_odata_scenario(gw)
+    assert len(online["all"]) == 7  # the upstream pages by 5: nextLink followed
+    assert get(gw, MOUNT + "Products").headers["X-Mirrorgate-Origin"] == "remote"
+
+    up.stop()
+    offline = python_odata_scenario(gw)
+    assert offline == online
+    r = get(gw, MOUNT + "Products")
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    assert r.status_code == 200
+
+
+# ---------------------------------------------------------------- odatapy client (V4)
+
+
+def odatapy_scenario(gw):
+    from odatapy.client import ODataClient
+    from odatapy.client.filters import Field
+    from odatapy.client.transport import HttpxTransport
+
+    c = ODataClient(gw.url(MOUNT).rstrip("/"), HttpxTransport())
+    out = {}
+    uri = c.entity_set_uri("Products").filter(Field("UnitPrice").gt(15)).select("ProductID", "ProductName").top(3)
+    out["top3"] = [(e.get_value("ProductID"), e.get_value("ProductName")) for e in c.get_entity_set(uri).entities]
+    everything = list(c.iter_entities(c.entity_set_uri("Products").orderby("ProductID desc")))
+    out["all_desc"] = [(e.get_value("ProductID"), str(e.get_value("UnitPrice"))) for e in everything]
+    counted = c.get_entity_set(c.entity_set_uri("Orders").count(True).filter(Field("CustomerID").eq("ALFKI")))
+    out["orders_alfki"] = (counted.count, [e.get_value("OrderID") for e in counted.entities])
+    one = c.get_entity(c.entity_uri("Customers", "BONAP"))
+    out["bonap"] = (one.get_value("CompanyName"), one.etag)
+    out["order_freight"] = [
+        str(e.get_value("Freight")) for e in c.iter_entities(c.entity_set_uri("Orders").orderby("Freight"))
+    ]
+    return out
+
+
+def test_odatapy_client_same_answers_online_and_offline(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root))
+    wait_downloaded(gw, "nw")
+    online = odatapy_scenario(gw)
+    assert len(online["all_desc"]) == 7
+    assert online["bonap"][1]  # ETag present online
+    up.stop()
+    offline = odatapy_scenario(gw)
+    assert offline == online
+
+
+# ---------------------------------------------------------------- raw protocol checks offline
+
+
+def test_local_protocol_details(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root, pageSize=2, routing="localFirst"))
+    wait_downloaded(gw, "nw")
+    # localFirst: local even while the upstream answers
+    r = get(gw, MOUNT + "Products?$count=true&$orderby=ProductID")
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    body = r.json()
+    assert body["@odata.count"] == 7
+    assert [p["ProductID"] for p in body["value"]] == [1, 2]
+    assert body["@odata.context"] == gw.url(MOUNT) + "$metadata#Products"
+    # follow our own paging to the end
+    ids = [p["ProductID"] for p in body["value"]]
+    nxt = body.get("@odata.nextLink")
+    while nxt:
+        assert nxt.startswith(gw.url(MOUNT))
+        page = requests.get(nxt, timeout=10).json()
+        ids += [p["ProductID"] for p in page["value"]]
+        nxt = page.get("@odata.nextLink")
+    assert ids == [1, 2, 3, 4, 5, 6, 7]
+    # Prefer: odata.maxpagesize
+    r = get(gw, MOUNT + "Products?$top=5", {"Prefer": "odata.maxpagesize=1"})
+    assert len(r.json()["value"]) == 1 and "@odata.nextLink" in r.json()
+    # decimals exact, key, property, $value, $count
+    r = get(gw, MOUNT + "Products(5)")
+    assert r.status_code == 200 and r.json()["ProductName"] == "Chef Anton's Gumbo Mix"
+    assert '"UnitPrice":21.35' in r.text.replace(" ", "")
+    assert get(gw, MOUNT + "Products(5)/ProductName").json()["value"] == "Chef Anton's Gumbo Mix"
+    assert get(gw, MOUNT + "Products(5)/ProductName/$value").text == "Chef Anton's Gumbo Mix"
+    assert get(gw, MOUNT + "Products/$count").text == "7"
+    assert get(gw, MOUNT + "Customers('ALFKI')/Orders/$count").text == "2"
+    assert get(gw, MOUNT + "Customers(%27BONAP%27)").json()["CompanyName"] == "Bon app'"
+    # IEEE754Compatible
+    r = get(gw, MOUNT + "Products(5)", {"Accept": "application/json;IEEE754Compatible=true"})
+    assert r.json()["UnitPrice"] == "21.35"
+    # $expand and $select
+    r = get(gw, MOUNT + "Customers('ALFKI')?$expand=Orders($select=OrderID;$orderby=OrderID desc)&$select=CompanyName")
+    b = r.json()
+    assert [o["OrderID"] for o in b["Orders"]] == [10249, 10248]
+    assert "City" not in b and b["CompanyName"] == "Alfreds Futterkiste"
+    # $filter functions, percent-encoded options, + for spaces
+    r = get(gw, MOUNT + "Products?%24filter=startswith(ProductName,%27Chef%27)+and+UnitPrice+lt+22&%24select=ProductID")
+    assert [p["ProductID"] for p in r.json()["value"]] == [5]
+    # not found, bad filter
+    r = get(gw, MOUNT + "Products(999)")
+    assert r.status_code == 404 and "error" in r.json()
+    r = get(gw, MOUNT + "Products?$filter=UnitPrice gt")
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] and r.json()["error"]["message"]
+    # $metadata byte-identical to the upstream's
+    up_meta = requests.get(up.root + "$metadata", timeout=10).content
+    assert get(gw, MOUNT + "$metadata").content == up_meta
+
+
+def test_offline_errors(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root))
+    wait_downloaded(gw, "nw")
+    first = get(gw, MOUNT + "Products").json()
+    upstream_next = first["@odata.nextLink"]
+    assert upstream_next.startswith(gw.url(MOUNT))
+    up_meta = requests.get(up.root + "$metadata", timeout=10).content
+    up.stop()
+    # the upstream's own $skiptoken while it is down: 400 telling the client to restart
+    r = requests.get(upstream_next, headers={"Accept": "application/json"}, timeout=10)
+    assert r.status_code == 400, r.text
+    assert "restart" in r.json()["error"]["message"]
+    r = get(gw, MOUNT + "Products?$filter=ProductName eq")
+    assert r.status_code == 400 and r.headers["X-Mirrorgate-Origin"] == "local"
+    assert "error" in r.json()
+    r = get(gw, MOUNT + "Nope")
+    assert r.status_code in (400, 404) and "error" in r.json()
+    assert get(gw, MOUNT + "$metadata").content == up_meta
+    sd = get(gw, MOUNT).json()
+    assert {e["name"] for e in sd["value"]} == {"Customers", "Products", "Orders"}
+
+
+def test_scope_and_admin_download(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(
+        nw_config(
+            up.root,
+            definingRequests=[{"name": "german", "query": "Customers?$filter=Country eq 'Germany'"}],
+        )
+    )
+    wait_downloaded(gw, "nw")
+    st, _, body = request(
+        "POST", gw.url("/_mirrorgate/odata/services/nw/download?wait=true"), headers=gw.admin_headers()
+    )
+    assert st == 200, body
+    stats = json.loads(body)
+    assert stats["entitySets"] == {"Customers": 1} and "durationMs" in stats
+    st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/zz/download"), headers=gw.admin_headers())
+    assert st == 404
+    up.stop()
+    # outside the defining requests' scope: no entities
+    assert get(gw, MOUNT + "Customers?$filter=City eq 'Marseille'").json()["value"] == []
+    assert get(gw, MOUNT + "Products").json()["value"] == []
+    assert [c["CustomerID"] for c in get(gw, MOUNT + "Customers").json()["value"]] == ["ALFKI"]
+
+
+# ---------------------------------------------------------------- pyodata against mock-sap (V2)
+
+
+@pytest.fixture
+def mock_sap():
+    from mocksap import Config, make_server
+
+    httpd = make_server(Config(port=0, db_path=":memory:", csrf=False, quiet=True, log_requests=False))
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    state = {"httpd": httpd, "stopped": False}
+    yield state
+    if not state["stopped"]:
+        httpd.shutdown()
+        httpd.server_close()
+    t.join(timeout=5)
+
+
+def pyodata_scenario(gw):
+    import pyodata
+
+    s = requests.Session()
+    client = pyodata.Client(gw.url("/odata/gw/"), s)
+    SO = client.entity_sets.SalesOrderSet
+    out = {}
+    page = SO.get_entities().select("SalesOrderID,Note").order_by("SalesOrderID").top(3).count(inline=True).execute()
+    out["page"] = ([(e.SalesOrderID, e.Note) for e in page], page.total_count)
+    eur = SO.get_entities().filter("CurrencyCode eq 'EUR'").order_by("GrossAmount desc").execute()
+    out["eur"] = [(e.SalesOrderID, str(e.GrossAmount)) for e in eur]
+    out["count"] = SO.get_entities().count().execute()
+    everything = SO.get_entities().order_by("SalesOrderID").execute()
+    out["all"] = [(e.SalesOrderID, e.CustomerID, str(e.GrossAmount), str(e.CreatedAt)) for e in everything]
+    first = everything[0].SalesOrderID
+    one = SO.get_entity(first).execute()
+    out["one"] = (one.SalesOrderID, one.CurrencyCode, str(one.NetAmount))
+    items = SO.get_entity(first).nav("ToLineItems").get_entities().execute()
+    out["items"] = sorted((i.SalesOrderID, i.ItemPosition, str(i.Quantity)) for i in items)
+    return out
+
+
+def test_pyodata_v2_same_answers_online_and_offline(gateway_factory, mock_sap):
+    port = mock_sap["httpd"].server_address[1]
+    gw = gateway_factory(
+        {
+            "odata": {
+                "services": {
+                    "gw": {
+                        "mount": "/odata/gw/",
+                        "upstream": f"http://127.0.0.1:{port}{SAP_ROOT}",
+                        "timeout": "3s",
+                        "definingRequests": [
+                            {"name": "orders", "query": "SalesOrderSet"},
+                            {"name": "items", "query": "SalesOrderLineItemSet"},
+                        ],
+                    }
+                }
+            }
+        }
+    )
+    status = wait_downloaded(gw, "gw")
+    assert status["version"] == "v2"
+    online = pyodata_scenario(gw)
+    assert online["count"] == len(online["all"]) > 3
+    mock_sap["httpd"].shutdown()
+    mock_sap["httpd"].server_close()
+    mock_sap["stopped"] = True
+    offline = pyodata_scenario(gw)
+    assert offline == online
+    r = get(gw, "/odata/gw/SalesOrderSet?$top=1&$inlinecount=allpages")
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    d = r.json()["d"]
+    assert isinstance(d["__count"], str)
+    meta = d["results"][0]["__metadata"]
+    assert meta["uri"].startswith(gw.url("/odata/gw/SalesOrderSet("))
+    assert d["results"][0]["ToLineItems"]["__deferred"]["uri"].endswith("/ToLineItems")
+    assert d["results"][0]["CreatedAt"].startswith("/Date(")
+    r = get(gw, "/odata/gw/SalesOrderSet?$filter=substringof('x',Note) eq")
+    assert r.status_code == 400 and r.json()["error"]["message"]["value"]

@@ -1,0 +1,197 @@
+import Foundation
+import ODataCore
+import Testing
+
+@testable import ODataGateway
+
+private let metadata = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+      <edmx:DataServices>
+        <Schema Namespace="NS" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+          <EntityType Name="Customer">
+            <Key><PropertyRef Name="CustomerID"/></Key>
+            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
+            <Property Name="Name" Type="Edm.String"/>
+            <NavigationProperty Name="Orders" Type="Collection(NS.Order)" Partner="Customer"/>
+          </EntityType>
+          <EntityType Name="Order">
+            <Key><PropertyRef Name="OrderID"/></Key>
+            <Property Name="OrderID" Type="Edm.Int64" Nullable="false"/>
+            <Property Name="CustomerID" Type="Edm.String"/>
+            <Property Name="Freight" Type="Edm.Decimal" Scale="4"/>
+            <Property Name="OrderDate" Type="Edm.DateTimeOffset"/>
+            <NavigationProperty Name="Customer" Type="NS.Customer" Partner="Orders">
+              <ReferentialConstraint Property="CustomerID" ReferencedProperty="CustomerID"/>
+            </NavigationProperty>
+          </EntityType>
+          <EntityType Name="Line">
+            <Key><PropertyRef Name="OrderID"/><PropertyRef Name="Pos"/></Key>
+            <Property Name="OrderID" Type="Edm.Int64" Nullable="false"/>
+            <Property Name="Pos" Type="Edm.Int32" Nullable="false"/>
+          </EntityType>
+          <EntityContainer Name="C">
+            <EntitySet Name="Customers" EntityType="NS.Customer">
+              <NavigationPropertyBinding Path="Orders" Target="Orders"/>
+            </EntitySet>
+            <EntitySet Name="Orders" EntityType="NS.Order">
+              <NavigationPropertyBinding Path="Customer" Target="Customers"/>
+            </EntitySet>
+            <EntitySet Name="Lines" EntityType="NS.Line"/>
+          </EntityContainer>
+        </Schema>
+      </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
+private func entity(_ text: String, etag: String? = nil) -> MirrorEntity {
+    MirrorEntity(properties: (try! RawJSON.parse(text)).members!, etag: etag)
+}
+
+private func makeMirror() throws -> (ODataMirror, String) {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odgw-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let mirror = try ODataMirror(path: dir + "/m.sqlite")
+    try mirror.install(metadata: Array(metadata.utf8))
+    try mirror.replace(
+        request: "c", query: "Customers",
+        rows: [
+            "Customers": [
+                entity(#"{"CustomerID":"ALFKI","Name":"Alfreds"}"#, etag: "W/\"1\""),
+                entity(#"{"CustomerID":"BONAP","Name":"Bon app'"}"#),
+            ]
+        ])
+    try mirror.replace(
+        request: "o", query: "Orders",
+        rows: [
+            "Orders": [
+                entity(
+                    #"{"OrderID":9007199254740993,"CustomerID":"ALFKI","Freight":32.3800,"OrderDate":"1996-07-04T02:00:00+02:00"}"#
+                ),
+                entity(
+                    #"{"OrderID":2,"CustomerID":"ALFKI","Freight":11.61,"OrderDate":"1996-07-05T00:00:00Z"}"#),
+                entity(#"{"OrderID":3,"CustomerID":"BONAP","Freight":65.83,"OrderDate":null}"#),
+            ]
+        ])
+    return (mirror, dir)
+}
+
+private func read(
+    _ engine: LocalQueryEngine, _ path: String, _ query: String = "", pageSize: Int? = nil,
+    version: ODataVersion = .v4, ieee: Bool = false
+) throws -> (Int, String) {
+    let r = try engine.read(
+        LocalReadRequest(
+            path: path, query: query, serviceRoot: "http://gw/odata/x/",
+            format: ODataFormat(version: version, ieee754Compatible: ieee), pageSize: pageSize))
+    return (r.status, String(decoding: r.body, as: UTF8.self))
+}
+
+@Test func rawJSONKeepsNumbersAndOrder() throws {
+    let text = #"{"b":1.50,"a":[true,null,"x\"y\u00e9"],"c":12345678901234567890}"#
+    let v = try RawJSON.parse(text)
+    #expect(v.serialized() == #"{"b":1.50,"a":[true,null,"x\"yé"],"c":12345678901234567890}"#)
+    #expect(throws: RawJSONError.self) { try RawJSON.parse("{") }
+    #expect(throws: RawJSONError.self) { try RawJSON.parse("[1,]") }
+}
+
+@Test func collectionFilterOrderCountAndExactValues() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    let (status, body) = try read(
+        engine, "Orders", "$filter=Freight%20gt%2020&$orderby=Freight%20desc&$count=true")
+    #expect(status == 200)
+    #expect(body.contains(#""@odata.count":2"#))
+    #expect(body.contains(#""OrderID":3"#))
+    #expect(body.contains(#""Freight":32.3800"#))
+    #expect(body.contains("9007199254740993"))
+    #expect(body.range(of: #""OrderID":3"#)!.lowerBound < body.range(of: "9007199254740993")!.lowerBound)
+    let (_, ieee) = try read(engine, "Orders(2)", ieee: true)
+    #expect(ieee.contains(#""Freight":"11.61""#))
+    #expect(ieee.contains(#""OrderID":"2""#))
+}
+
+@Test func datesWithOffsetsCompareInUTC() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    let (_, body) = try read(
+        engine, "Orders", "$filter=OrderDate%20eq%201996-07-04T00:00:00Z&$select=OrderID")
+    #expect(body.contains("9007199254740993"))
+    #expect(!body.contains(#""OrderID":2"#))
+}
+
+@Test func keysNavigationCountPropertyValue() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    #expect(try read(engine, "Customers('ALFKI')/Orders/$count").1 == "2")
+    #expect(try read(engine, "Orders(3)/Customer").1.contains(#""CustomerID":"BONAP""#))
+    #expect(try read(engine, "Customers(%27BONAP%27)/Name/$value").1 == "Bon app'")
+    let single = try read(engine, "Customers('ALFKI')")
+    #expect(
+        single.1.hasPrefix(
+            #"{"@odata.context":"http://gw/odata/x/$metadata#Customers/$entity","@odata.etag":"W/\"1\"""#))
+    #expect(throws: LocalReadError.self) { try read(engine, "Customers('NOPE')") }
+    #expect(try read(engine, "Lines").1.contains(#""value":[]"#))
+}
+
+@Test func expandSelectAndPaging() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    let (_, body) = try read(
+        engine, "Customers('ALFKI')",
+        "$expand=Orders($select=OrderID;$orderby=OrderID;$count=true)&$select=Name")
+    #expect(body.contains(#""Orders@odata.count":2,"Orders":[{"OrderID":2},{"OrderID":9007199254740993}]"#))
+    let (_, page) = try read(engine, "Orders", "$orderby=OrderID&$top=3", pageSize: 2)
+    #expect(
+        page.contains(
+            #""@odata.nextLink":"http://gw/odata/x/Orders?$orderby=OrderID&$top=3&$skiptoken=mg1.2""#))
+    let (_, rest) = try read(engine, "Orders", "$orderby=OrderID&$top=3&$skiptoken=mg1.2", pageSize: 2)
+    #expect(rest.contains("9007199254740993") && !rest.contains("nextLink"))
+}
+
+@Test func errorsAreODataErrors() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    for (path, query) in [
+        ("Orders", "$filter=Freight%20gt"), ("Orders", "$filter=Nope%20eq%201"), ("Nope", ""),
+        ("Orders", "$skiptoken=5!5"), ("Orders", "$top=-1"),
+    ] {
+        do {
+            _ = try read(engine, path, query)
+            Issue.record("expected an error for \(path)?\(query)")
+        } catch {
+            let e = try #require(error as? LocalReadError)
+            #expect(e.status == 400 || e.status == 404)
+        }
+    }
+}
+
+@Test func v2VerboseJSON() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    let (_, body) = try read(engine, "Customers", "$inlinecount=allpages&$top=1", version: .v2)
+    #expect(body.hasPrefix(#"{"d":{"results":[{"__metadata":{"id":"http://gw/odata/x/Customers('ALFKI')""#))
+    #expect(body.contains(#""Orders":{"__deferred":{"uri":"http://gw/odata/x/Customers('ALFKI')/Orders"}}"#))
+    #expect(body.contains(#""__count":"2""#))
+}
+
+@Test func v2DatesAreStoredAsISO() {
+    #expect(
+        ODataMirror.columnValue(.string("/Date(1754611200000)/"), .dateTime, .v2)
+            == .text("2025-08-08T00:00:00"))
+    #expect(
+        ODataMirror.columnValue(.string("/Date(1754611200123+0120)/"), .dateTimeOffset, .v2)
+            == .text("2025-08-08T00:00:00.123Z"))
+    #expect(ODataMirror.columnValue(.string("12"), .int64, .v2) == .integer(12))
+}
+
+@Test func metadataChangeRecreatesTablesAndReplaceIsPerRequest() throws {
+    let (mirror, _) = try makeMirror()
+    try mirror.replace(
+        request: "c", query: "Customers", rows: ["Customers": [entity(#"{"CustomerID":"X"}"#)]])
+    #expect(mirror.rowCounts()["Customers"] == 1)
+    #expect(mirror.rowCounts()["Orders"] == 3)
+    try mirror.install(metadata: Array(metadata.replacingOccurrences(of: "Lines", with: "Lines2").utf8))
+    #expect(mirror.rowCounts()["Orders"] == 0)
+    #expect(mirror.model?.layouts["Lines2"] != nil)
+}
