@@ -61,8 +61,13 @@ enum AdminBuild {
             fail(409, "a manual build of \(name) is already running")
             return
         }
+        // A mirrored index always has a store; none means the reflection below no longer finds it.
+        guard let store = indexStore(of: coordinator) else {
+            _ = running.withLock { $0.remove(name) }
+            fail(500, "the index store is not reachable from the build route")
+            return
+        }
         let body = request.body
-        let store = indexStore(of: coordinator)
         let events = router.events
         let logger = router.logger
         let configuration = router.configuration
@@ -81,12 +86,10 @@ enum AdminBuild {
                 let (settings, synonyms, records) = try source.load()
                 let parsed = ContinuousClock.now
                 var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
-                if let store {
-                    do {
-                        index = try store.save(index)
-                    } catch {
-                        throw BuildError(description: "storing the new version failed: \(error)")
-                    }
+                do {
+                    index = try store.save(index)
+                } catch {
+                    throw BuildError(description: "storing the new version failed: \(error)", status: 500)
                 }
                 mirror.install(index)
                 let end = ContinuousClock.now
