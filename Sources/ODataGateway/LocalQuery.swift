@@ -53,6 +53,15 @@ public struct LocalReadResponse: Sendable {
     public var contentType: String
     /// Body.
     public var body: [UInt8]
+    /// The entity's ETag (single-entity answers).
+    public var etag: String?
+
+    init(status: Int, contentType: String, body: [UInt8], etag: String? = nil) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.etag = etag
+    }
 }
 
 /// A failure answering locally, mapped to an OData error by the caller.
@@ -331,7 +340,9 @@ private struct Context {
                         .string(root + "$metadata#" + setName + selectSuffix(options) + "/$entity")
                     ), at: 0)
             }
-            return json(v2 ? .object([("d", .object(object))]) : .object(object))
+            var response = json(v2 ? .object([("d", .object(object))]) : .object(object))
+            response.etag = e.etag
+            return response
         }
         // Collection with paging.
         var offset = 0

@@ -217,6 +217,7 @@ public final class ODataService: Sendable {
                 headers.set("DataServiceVersion", "2.0")
             }
             if let preferApplied { headers.set("Preference-Applied", preferApplied) }
+            if let etag = answer.etag { headers.set("ETag", etag) }
             out.respond(
                 HTTPResponse(
                     status: answer.status, headers: headers,
@@ -309,10 +310,13 @@ public final class ODataService: Sendable {
         return true
     }
 
-    func upstreamGET(_ url: String) throws(MirrorError) -> UpstreamResponse {
+    func upstreamGET(_ url: String, accept: String = "application/json") throws(MirrorError)
+        -> UpstreamResponse
+    {
         let s = forwarder.settings
-        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
-        if s.version != .v2 { headers.append(("OData-MaxVersion", "4.0")) }
+        var headers: [(name: String, value: String)] = [("Accept", accept)]
+        // Data in the 4.0 JSON shape; `$metadata` as the upstream serves it by default.
+        if s.version != .v2, accept == "application/json" { headers.append(("OData-MaxVersion", "4.0")) }
         headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
         if !s.customCookies.isEmpty {
             headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
@@ -338,7 +342,7 @@ public final class ODataService: Sendable {
         let s = forwarder.settings
         var metadataError: MirrorError?
         do {
-            let r = try upstreamGET(s.upstream + "$metadata")
+            let r = try upstreamGET(s.upstream + "$metadata", accept: "application/xml")
             guard r.status == 200 else { throw MirrorError("$metadata answered \(r.status)") }
             try mirror.install(metadata: r.body)
         } catch let e as MirrorError {
