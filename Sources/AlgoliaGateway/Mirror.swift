@@ -181,6 +181,14 @@ public final class MirroredIndex: Sendable {
     /// Replaces the local version (manual build).
     public func install(_ index: SearchIndex) { state.withLock { $0.current = index } }
 
+    /// Ends a manual build claimed with `beginSync`: installs `index` when it succeeded.
+    public func endBuild(_ index: SearchIndex?) {
+        state.withLock { s in
+            s.syncing = false
+            if let index { s.current = index }
+        }
+    }
+
     /// `syncIfNeeded`: never synced, data selection changed, or `delayBetweenSyncs` elapsed (or the
     /// retry time after a failure has come).
     public func isSyncDue(now: Date = Date()) -> Bool {

@@ -19,9 +19,6 @@ import Synchronization
 enum AdminBuild {
     static let prefix = "/_mirrorgate/algolia/indices/"
 
-    /// Indices with a manual build running.
-    private static let running = Mutex<Set<String>>([])
-
     /// Whether `path` addresses the build route.
     static func matches(_ method: String, _ path: Substring) -> Bool {
         method == "POST" && path.hasPrefix(prefix) && path.hasSuffix("/build")
@@ -52,19 +49,14 @@ enum AdminBuild {
             fail(413, "request body is larger than admin.maxBodySize")
             return
         }
-        if mirror.isSyncing {
-            fail(409, "a sync of \(name) is running; build after it finishes")
+        // A build takes the same claim as a sync: never a sync and a build (or two of either) at once.
+        guard mirror.beginSync() else {
+            fail(409, "a sync or build of \(name) is running; build after it finishes")
             return
         }
-        let claimed = running.withLock { $0.insert(name).inserted }
-        guard claimed else {
-            fail(409, "a manual build of \(name) is already running")
-            return
-        }
-        // A mirrored index always has a store; none means the reflection below no longer finds it.
-        guard let store = indexStore(of: coordinator) else {
-            _ = running.withLock { $0.remove(name) }
-            fail(500, "the index store is not reachable from the build route")
+        guard let store = coordinator.store else {
+            mirror.endBuild(nil)
+            fail(500, "no index store: the build could not be persisted")
             return
         }
         let body = request.body
@@ -72,7 +64,8 @@ enum AdminBuild {
         let logger = router.logger
         let configuration = router.configuration
         let thread = Thread {
-            defer { _ = running.withLock { $0.remove(name) } }
+            var built: SearchIndex?
+            defer { mirror.endBuild(built) }
             let start = ContinuousClock.now
             let source: Source
             do throws(BuildError) {
@@ -91,7 +84,7 @@ enum AdminBuild {
                 } catch {
                     throw BuildError(description: "storing the new version failed: \(error)", status: 500)
                 }
-                mirror.install(index)
+                built = index
                 let end = ContinuousClock.now
                 let buildMs = Int((end - parsed).seconds * 1000)
                 let durationMs = Int((end - start).seconds * 1000)
@@ -122,15 +115,6 @@ enum AdminBuild {
         }
         thread.name = "mg-build-\(name)"
         thread.start()
-    }
-
-    /// The coordinator's index store. `MirrorCoordinator.store` is private to its file and this route may
-    /// not change that file, so the stored property is read by reflection (it is a `let`, set once).
-    private static func indexStore(of coordinator: MirrorCoordinator) -> IndexStore? {
-        for child in Swift.Mirror(reflecting: coordinator).children where child.label == "store" {
-            if let store = child.value as? IndexStore { return store }
-        }
-        return nil
     }
 
     struct BuildError: Error, CustomStringConvertible {

@@ -14,7 +14,8 @@ import Upstream
 /// A failed sync leaves the previous version answering and retries with backoff and jitter.
 final class MirrorCoordinator: Sendable {
     let mirrors: [String: MirroredIndex]
-    private let store: IndexStore?
+    /// Where mirror versions are stored (nil only when the data directory has none).
+    let store: IndexStore?
     private let state: DatabasePool?
     private let fetcher: MirrorFetcher?
     private let checkpoints: SQLiteCheckpoints?
@@ -147,7 +148,9 @@ final class MirrorCoordinator: Sendable {
             return .failure(error)
         }
         do {
-            let fetched = try fetcher.fetch(mirror.settings, checkpoints: checkpoints)
+            let fetched = try fetcher.fetch(mirror.settings, checkpoints: checkpoints) { [events] objects in
+                events.publish("syncProgress", ["index": .string(name), "objects": .int(Int64(objects))])
+            }
             let fetchDone = ContinuousClock.now
             events.publish("buildDidStart", ["index": .string(name)])
             var index = SearchIndex(
