@@ -154,6 +154,17 @@ public final class ODataMirror: Sendable {
                             "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
                                 + layout.key.map(q).joined(separator: ", ") + ")")
                     }
+                    // One index per filterable column (up to 32), followed by the key (the default order of
+                    // local results), so that `$filter`/`$orderby` on one property with `$top` reads a few
+                    // rows in order instead of scanning or sorting the set.
+                    let keyColumns = layout.key.map(q).joined(separator: ", ")
+                    for c in layout.columns.prefix(32)
+                    where c.type != .binary && c.type != .stream && !(layout.key == [c.name]) {
+                        let columns = keyColumns.isEmpty ? q(c.name) : q(c.name) + ", " + keyColumns
+                        try db.execute(
+                            "CREATE INDEX \(q("_mg_ix_" + layout.set.name + "_" + c.name)) ON "
+                                + "\(q(layout.set.name)) (\(columns))")
+                    }
                 }
                 try db.run(
                     #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('metadata', ?)"#,
@@ -224,6 +235,8 @@ public final class ODataMirror: Sendable {
                     #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#,
                     [.text(now)])
             }
+            // Statistics for the query planner (which index serves a filter best).
+            try db.execute("ANALYZE")
         }
         return stored
     }
