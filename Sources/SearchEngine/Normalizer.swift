@@ -1,3 +1,5 @@
+import Foundation
+
 /// One token of a text: its normalized bytes and where it came from in the original UTF-8.
 struct Token {
     var normalized: [UInt8]
@@ -88,8 +90,24 @@ struct Normalizer: Sendable {
         }
         let properties = scalar.properties
         guard properties.isAlphabetic || properties.numericType != nil else { return false }
-        out.append(contentsOf: properties.lowercaseMapping.utf8)
+        Self.appendLowerFolded(scalar, to: &out)
         return true
+    }
+
+    /// Lowercases a scalar beyond Latin-1/Extended-A and drops its diacritics: canonical decomposition
+    /// (for example `ằ` → `a` + marks, `ά` → `α` + mark), marks removed, each part lowercased.
+    static func appendLowerFolded(_ scalar: Unicode.Scalar, to out: inout [UInt8]) {
+        let decomposed = String(scalar).decomposedStringWithCanonicalMapping
+        var any = false
+        for part in decomposed.unicodeScalars {
+            switch part.properties.generalCategory {
+            case .nonspacingMark, .enclosingMark, .spacingMark: continue
+            default:
+                out.append(contentsOf: part.properties.lowercaseMapping.utf8)
+                any = true
+            }
+        }
+        if !any { out.append(contentsOf: scalar.properties.lowercaseMapping.utf8) }
     }
 
     /// Calls `body` for each token of `text` in order. Positions start at `firstPosition`.
@@ -239,7 +257,7 @@ struct Normalizer: Sendable {
             } else if value >= 0xC0 && value < 0x180, let folded = latinFold[Int(value) - 0xC0] {
                 out.append(contentsOf: folded.utf8)
             } else {
-                out.append(contentsOf: scalar.properties.lowercaseMapping.utf8)
+                appendLowerFolded(scalar, to: &out)
             }
         }
         return String(decoding: out, as: UTF8.self)
