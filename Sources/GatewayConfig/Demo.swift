@@ -37,6 +37,12 @@ extension MirrorgateConfiguration {
             demo:
               mount: /odata/demo/
               upstream: http://127.0.0.1:9/odata/
+              routing: localFirst
+              # A mirrored OData V4 service bootstrapped from bundled data (answers carry
+              # X-Mirrorgate-Origin: local): /odata/demo/Customers?$expand=Orders
+              bootstrap:
+                metadata: demo/odata/metadata.xml
+                data: {Customers: demo/odata/customers.json, Orders: demo/odata/orders.json}
 
         """
 }

@@ -32,8 +32,9 @@ enum ODataServices {
         let mirror = ODataMirrorSettings(
             localFirst: s.routing == .localFirst,
             definingRequests: s.definingRequests.map { .init(name: $0.name, query: $0.query) },
-            pageSize: s.pageSize, bootstrapMetadata: s.bootstrap?.metadata,
-            bootstrapData: s.bootstrap?.data ?? [:],
+            pageSize: s.pageSize,
+            bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
+            bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
             interval: policy?.activeInterval ?? .seconds(3600),
             databasePath: configuration.dataDir + "/odata-\(name).sqlite")
         let service: ODataService
