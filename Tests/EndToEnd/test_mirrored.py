@@ -342,3 +342,54 @@ def test_killed_sync_resumes_from_its_checkpoint(gateway_factory, upstream, tmp_
     assert "cursor" in first, f"the resumed sync started over: {first}"
     # it did not fetch again the pages it had stored before the crash
     assert len(browses) < 23 - seen_before + 3
+
+
+def test_data_selection_max_objects_settings_and_synonyms_are_mirrored(gateway_factory, upstream):
+    upstream.index("products").synonyms.append(
+        {"objectID": "syn-1", "type": "synonym", "synonyms": ["handy", "phone"]}
+    )
+    gw = gateway_factory(
+        mirrored_config(upstream.url, dataSelectionQueries=[{"query": {"query": ""}, "maxObjects": 4}])
+    )
+    stats = sync(gw)
+    # browse pages of 3: the first page (3) is under the cap, the second (6) passes it: one page of overshoot
+    assert stats["objects"] == 6, stats
+    upstream.stop()
+    hdrs = {"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY}
+    st, _, body = request("GET", gw.url("/1/indexes/products/settings"), headers=hdrs)
+    assert st == 200
+    assert json.loads(body)["attributesForFaceting"] == SETTINGS["attributesForFaceting"]
+    st, _, body = request(
+        "POST", gw.url("/1/indexes/products/synonyms/search"), body=b'{"query":"handy"}', headers=hdrs
+    )
+    assert st == 200
+    assert [h["objectID"] for h in json.loads(body)["hits"]] == ["syn-1"]
+    # and the synonym is used by local searches: "handy" finds the phones
+    st, _, body = search(gw, {"query": "handy"})
+    assert st == 200 and json.loads(body)["nbHits"] > 0
+
+
+def test_answers_are_remote_again_and_a_sync_runs_when_the_upstream_returns(gateway_factory, upstream):
+    gw = gateway_factory(mirrored_config(upstream.url))
+    sync(gw)
+    assert search(gw, {"query": "phone"})[0] == 200
+    port = upstream.port
+    upstream.stop()
+    st, headers, _ = search(gw, {"query": "nokia"})
+    assert st == 200 and headers.get("x-mirrorgate-origin") == "local"
+    # an unlucky sync attempt while it is down fails and is retried once it is back
+    request("POST", gw.url("/_mirrorgate/algolia/indices/products/sync"))
+    back = FakeAlgolia(port=port, browse_page_size=3).start()
+    try:
+        back.seed("products", PRODUCTS + [{"objectID": "new", "name": "brand new phone", "brand": "New"}], SETTINGS)
+        assert wait_for(lambda: search(gw, {"query": "phone"})[1].get("x-mirrorgate-origin") == "remote", timeout=15)
+        assert wait_for(lambda: len(back.requests("/1/indexes/products/browse")) > 0, timeout=15)
+        assert wait_for(
+            lambda: json.loads(request("GET", gw.url("/_mirrorgate/status"))[2])["algolia"]["indices"]["products"][
+                "objects"
+            ]
+            == len(PRODUCTS) + 1,
+            timeout=15,
+        )
+    finally:
+        back.stop()

@@ -10,6 +10,7 @@ It implements just enough of Algolia's search API for the official Python client
     GET  /1/indexes/{i}/settings         settings stored per index
     PUT  /1/indexes/{i}/settings         replace settings
     POST|GET /1/indexes/{i}/browse       cursor paging (page size min(hitsPerPage, browse_page_size))
+    POST /1/indexes/{i}/synonyms/search  the synonyms stored per index (`index(name).synonyms`)
     GET  /1/indexes/{i}/{objectID}       one record
     GET  /_fake/trickle?chunks=N&size=B&interval=S[&burst=B][&first_delay=S]
                                          a slowly streamed (chunked) response: `burst` bytes at once,
@@ -67,6 +68,7 @@ class Recorded:
 @dataclass
 class _Index:
     objects: dict[str, dict] = field(default_factory=dict)
+    synonyms: list[dict] = field(default_factory=list)
     settings: dict = field(
         default_factory=lambda: {
             "minWordSizefor1Typo": 4,
@@ -404,6 +406,10 @@ class _Handler(BaseHTTPRequestHandler):
             with fake.lock:
                 idx.settings.update(body)
             return 200, {"taskID": fake.new_task(), "updatedAt": "2026-01-01T00:00:00.000Z"}
+        if rest == ["synonyms", "search"] and m == "POST":
+            with fake.lock:
+                hits = [dict(x) for x in idx.synonyms]
+            return 200, {"hits": hits, "nbHits": len(hits)}
         if rest == ["browse"] and m in ("POST", "GET"):
             params = _params_of(body or {}) if m == "POST" else qs
             return 200, self._browse(name, params)
