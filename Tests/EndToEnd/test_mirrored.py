@@ -393,3 +393,40 @@ def test_answers_are_remote_again_and_a_sync_runs_when_the_upstream_returns(gate
         )
     finally:
         back.stop()
+
+
+def test_mixed_multi_query_is_split_and_merged_in_order(gateway_factory, upstream, tmp_path):
+    (tmp_path / "local.json").write_text(json.dumps([{"objectID": "l1", "name": "local phone"}]))
+    upstream.seed("remote_only", [{"objectID": "r1", "name": "remote phone"}])
+    cfg = mirrored_config(upstream.url)
+    cfg["algolia"]["offlineIndices"] = {"local_only": {"bootstrap": {"objects": [str(tmp_path / "local.json")]}}}
+    gw = gateway_factory(cfg)
+    sync(gw)
+    assert search(gw, {"query": "phone"})[0] == 200  # the key is now known for the mirror
+    hdrs = {"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY}
+    body = json.dumps(
+        {
+            "requests": [
+                {"indexName": "local_only", "query": "phone"},
+                {"indexName": "remote_only", "query": "phone"},
+                {"indexName": "products", "query": "nokia"},
+            ]
+        }
+    ).encode()
+    st, headers, data = request("POST", gw.url("/1/indexes/*/queries"), body=body, headers=hdrs)
+    assert st == 200, data
+    doc = json.loads(data)
+    assert doc["origin"] == "local"  # one part was local
+    origins = [r["origin"] for r in doc["results"]]
+    assert origins == ["local", "remote", "remote"]
+    assert [r["hits"][0]["objectID"] for r in doc["results"]] == ["l1", "r1", "p3"]
+    # offline: the mirror answers its part, but the remote-only part fails the whole call
+    upstream.stop()
+    st, _, data = request("POST", gw.url("/1/indexes/*/queries"), body=body, headers=hdrs)
+    assert st == 424, data
+    body2 = json.dumps(
+        {"requests": [{"indexName": "local_only", "query": "phone"}, {"indexName": "products", "query": "nokia"}]}
+    ).encode()
+    st, _, data = request("POST", gw.url("/1/indexes/*/queries"), body=body2, headers=hdrs)
+    assert st == 200, data
+    assert [r["origin"] for r in json.loads(data)["results"]] == ["local", "local"]
