@@ -139,14 +139,16 @@ public final class ODataService: Sendable {
 
     /// Routes one request without blocking.
     public func handle(_ request: HTTPRequest, _ responder: any Responder) {
-        let isRead = request.method == "GET" || request.method == "HEAD"
+        let isRead = request.method == "GET" || request.method == "HEAD" || isBatch(request)
         guard mirror.model != nil, isRead else {
             forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
             return
         }
         let target = request.target
         let localToken = target.contains("skiptoken=" + LocalSkipToken.prefix)
-        if settings.localFirst || localToken || !forwarder.reachability.isReachable {
+        // A batch may hold writes: local only while the upstream is down.
+        let local = isBatch(request) ? false : settings.localFirst || localToken
+        if local || !forwarder.reachability.isReachable {
             pool.submit { [self] in answerLocally(request, responder, mayForward: true) }
             return
         }
@@ -166,23 +168,43 @@ public final class ODataService: Sendable {
         return (String(path), request.query.map(String.init) ?? "")
     }
 
+    func isBatch(_ request: HTTPRequest) -> Bool {
+        request.method == "POST" && (request.path.hasSuffix("/$batch") || request.path.hasSuffix("/%24batch"))
+    }
+
     func answerLocally(_ request: HTTPRequest, _ responder: any Responder, mayForward: Bool) {
         let out = OriginResponder(inner: responder, origin: "local")
+        let (path, _) = relative(request)
+        if isBatch(request) {
+            out.respond(batchResponse(request))
+            return
+        }
+        if mayForward, forwarder.reachability.isReachable {
+            var forward = mirror.model == nil
+            if let m = mirror.model, let parsed = try? ODataResourcePath.parse(path, model: m.model),
+                case .operationImport = parsed.target
+            {
+                forward = true
+            }
+            if forward {
+                forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
+                return
+            }
+        }
+        out.respond(localResponse(request))
+    }
+
+    /// The local answer to one read (an OData error response when it cannot be answered).
+    func localResponse(_ request: HTTPRequest) -> HTTPResponse {
         let version = self.version
         let (path, query) = relative(request)
         if let m = mirror.model, let parsed = try? ODataResourcePath.parse(path, model: m.model) {
             switch parsed.target {
             case .operationImport, .batch:
-                if mayForward, forwarder.reachability.isReachable {
-                    forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
-                } else {
-                    out.respond(
-                        ODataError.response(
-                            503, code: "UpstreamUnavailable",
-                            "the upstream is unreachable; function imports and actions are not answered offline",
-                            version: version))
-                }
-                return
+                return ODataError.response(
+                    503, code: "UpstreamUnavailable",
+                    "the upstream is unreachable; function imports and actions are not answered offline",
+                    version: version)
             default: break
             }
         }
@@ -218,17 +240,89 @@ public final class ODataService: Sendable {
             }
             if let preferApplied { headers.set("Preference-Applied", preferApplied) }
             if let etag = answer.etag { headers.set("ETag", etag) }
-            out.respond(
-                HTTPResponse(
-                    status: answer.status, headers: headers,
-                    body: .bytes(request.method == "HEAD" ? [] : answer.body)))
+            return HTTPResponse(
+                status: answer.status, headers: headers,
+                body: .bytes(request.method == "HEAD" ? [] : answer.body))
         } catch {
-            if error.status == 503, error.code == "NoMirror", mayForward {
-                forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
-                return
-            }
-            out.respond(ODataError.response(error.status, code: error.code, error.message, version: version))
+            return ODataError.response(error.status, code: error.code, error.message, version: version)
         }
+    }
+
+    /// A read-only `$batch` answered locally: multipart (V2 `202`, V4 `200`) or V4 JSON.
+    func batchResponse(_ request: HTTPRequest) -> HTTPResponse {
+        let version = self.version
+        let contentType = request.headers["Content-Type"] ?? ""
+        let isJSON = contentType.lowercased().hasPrefix("application/json")
+        let reads: [BatchRead]
+        do {
+            reads =
+                isJSON
+                ? try LocalBatch.jsonReads(request.body)
+                : try LocalBatch.multipartReads(request.body, contentType: contentType)
+        } catch {
+            switch error {
+            case .notReadOnly:
+                return ODataError.response(
+                    503, code: "UpstreamUnavailable",
+                    "the upstream is unreachable and this $batch contains changes; only read-only batches are answered offline",
+                    version: version)
+            case .malformed(let why):
+                return ODataError.response(
+                    400, code: "BadRequest", "invalid $batch: \(why)", version: version)
+            }
+        }
+        let gatewayRoot = forwarder.urlMap(for: request).gatewayRoot
+        let mount = forwarder.settings.mount
+        let answers = reads.map {
+            ($0, localResponse(.batchPart($0, outer: request, mount: mount, gatewayRoot: gatewayRoot)))
+        }
+        func bodyBytes(_ r: HTTPResponse) -> [UInt8] {
+            if case .bytes(let b) = r.body { return b }
+            return []
+        }
+        if isJSON {
+            var items: [RawJSON] = []
+            for (i, (read, r)) in answers.enumerated() {
+                var headers: [(String, RawJSON)] = []
+                for (k, v) in r.headers where k.lowercased() != "x-mirrorgate-origin" {
+                    headers.append((k.lowercased(), .string(v)))
+                }
+                let bytes = bodyBytes(r)
+                let body: RawJSON =
+                    (try? RawJSON.parse(bytes)) ?? .string(String(decoding: bytes, as: UTF8.self))
+                items.append(
+                    .object([
+                        ("id", .string(read.id ?? String(i + 1))), ("status", .number(String(r.status))),
+                        ("headers", .object(headers)), ("body", body),
+                    ]))
+            }
+            var out: [UInt8] = []
+            RawJSON.object([("responses", .array(items))]).write(to: &out)
+            var h = HTTPHeaders()
+            h.set("Content-Type", "application/json")
+            h.set("OData-Version", "4.0")
+            return HTTPResponse(status: 200, headers: h, body: .bytes(out))
+        }
+        let boundary = "batchresponse_mg"
+        var out = ""
+        for (_, r) in answers {
+            out +=
+                "--\(boundary)\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+            out += "HTTP/1.1 \(r.status) \(LocalBatch.reason(r.status))\r\n"
+            for (k, v) in r.headers where k.lowercased() != "x-mirrorgate-origin" { out += "\(k): \(v)\r\n" }
+            let bytes = bodyBytes(r)
+            out += "Content-Length: \(bytes.count)\r\n\r\n"
+            out += String(decoding: bytes, as: UTF8.self) + "\r\n"
+        }
+        out += "--\(boundary)--\r\n"
+        var h = HTTPHeaders()
+        h.set("Content-Type", "multipart/mixed; boundary=\(boundary)")
+        if version == .v4 {
+            h.set("OData-Version", "4.0")
+        } else {
+            h.set("DataServiceVersion", "2.0")
+        }
+        return HTTPResponse(status: version == .v2 ? 202 : 200, headers: h, body: .bytes(Array(out.utf8)))
     }
 
     // MARK: downloads

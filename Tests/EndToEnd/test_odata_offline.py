@@ -209,6 +209,31 @@ def test_offline_errors(gateway_factory, odata_upstream):
     assert requests.get(gw.url(MOUNT + "$metadata"), timeout=10).content == up_meta
     sd = get(gw, MOUNT).json()
     assert {e["name"] for e in sd["value"]} == {"Customers", "Products", "Orders"}
+    # read-only $batch answered locally (multipart and JSON); a batch with a change gets 503
+    body = (
+        "--b1\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+        "GET Products(1) HTTP/1.1\r\nAccept: application/json\r\n\r\n\r\n"
+        "--b1\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+        f"GET {MOUNT}Customers/$count HTTP/1.1\r\n\r\n\r\n--b1--\r\n"
+    )
+    r = requests.post(
+        gw.url(MOUNT + "$batch"), data=body, headers={"Content-Type": "multipart/mixed; boundary=b1"}, timeout=10
+    )
+    assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "local"
+    assert r.text.count("HTTP/1.1 200 OK") == 2 and '"ProductName":"Chai"' in r.text
+    r = requests.post(
+        gw.url(MOUNT + "$batch"),
+        json={"requests": [{"id": "a", "method": "GET", "url": "Orders?$top=1&$orderby=OrderID"}]},
+        timeout=10,
+    )
+    assert r.status_code == 200
+    assert r.json()["responses"][0]["body"]["value"][0]["OrderID"] == 10248
+    r = requests.post(
+        gw.url(MOUNT + "$batch"),
+        json={"requests": [{"id": "a", "method": "POST", "url": "Orders", "body": {}}]},
+        timeout=10,
+    )
+    assert r.status_code == 503 and "error" in r.json()
 
 
 def test_scope_and_admin_download(gateway_factory, odata_upstream):
