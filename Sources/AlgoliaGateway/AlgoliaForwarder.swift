@@ -175,6 +175,9 @@ public final class AlgoliaForwarder: Sendable {
                 connectTimeout: min(settings.connectTimeout, remaining), timeout: remaining)
             var options = RelayTransfer.Options()
             options.holdServerErrors = true
+            // With a local fallback, a 429 is a transient failure like a 5xx (SPEC §3); without one it is
+            // relayed, and the client's own retries honour its Retry-After.
+            options.holdRateLimited = hooks.onUnavailable != nil
             options.streamTimeout = remaining + .seconds(1)
             options.isCancelled = hooks.isCancelled
             if hooks.originHeader {

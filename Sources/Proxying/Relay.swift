@@ -86,6 +86,8 @@ public final class RelayTransfer: TransferSink {
     public struct Options {
         /// Keep 5xx answers from the client (the caller decides).
         public var holdServerErrors = false
+        /// Also hold a 429 (rate limited) like a 5xx: for callers that can answer elsewhere.
+        public var holdRateLimited = false
         /// Bodies up to this size are sent whole.
         public var bufferLimit = 1 << 20
         /// A body still arriving this long after the headers is streamed from then on (a slow upstream's
@@ -131,7 +133,7 @@ public final class RelayTransfer: TransferSink {
     public func head(status: Int, headers: [(name: String, value: String)]) -> Bool {
         self.status = status
         self.headers = headers
-        hold = options.holdServerErrors && status >= 500
+        hold = (options.holdServerErrors && status >= 500) || (options.holdRateLimited && status == 429)
         headAt = ContinuousClock.now
         return true
     }
