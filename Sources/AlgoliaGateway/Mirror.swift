@@ -218,7 +218,9 @@ public final class MirroredIndex: Sendable {
     }
 }
 
-func rfc3339(_ date: Date) -> String {
+/// A date as RFC 3339 with milliseconds (`2026-11-22T05:00:00.000Z`), the format of every timestamp the
+/// gateway reports.
+public func rfc3339(_ date: Date) -> String {
     let f = ISO8601DateFormatter()
     f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
     return f.string(from: date)

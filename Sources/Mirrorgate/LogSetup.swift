@@ -1,5 +1,6 @@
 import Foundation
 import GatewayConfig
+import JSONCore
 import Logging
 import Synchronization
 
@@ -74,21 +75,7 @@ public struct LineLogHandler: LogHandler {
         }
     }
 
-    private func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20: out += "\\u00" + String(u.value, radix: 16).leftPad(2)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
-    }
+    private func quote(_ s: String) -> String { JSON.string(s).serialized() }
 
     private static func timestamp() -> String {
         var tv = timeval()
@@ -100,11 +87,5 @@ public struct LineLogHandler: LogHandler {
         return String(
             format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tmv.tm_year + 1900, tmv.tm_mon + 1, tmv.tm_mday,
             tmv.tm_hour, tmv.tm_min, tmv.tm_sec, ms)
-    }
-}
-
-extension String {
-    fileprivate func leftPad(_ n: Int) -> String {
-        count >= n ? self : String(repeating: "0", count: n - count) + self
     }
 }

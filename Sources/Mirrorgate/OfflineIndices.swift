@@ -5,6 +5,7 @@ import JSONCore
 import Logging
 import SearchEngine
 import Synchronization
+import Upstream
 
 /// The purely local Algolia indices of `algolia.offlineIndices`. At start each is loaded from its stored
 /// version in `dataDir/search.sqlite`; an index with no stored version is built from its bootstrap files
@@ -95,12 +96,5 @@ enum BootstrapFiles {
         } catch {
             throw GatewayStartError(description: "bootstrap file \(path) is not valid JSON: \(error)")
         }
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (s, a) = components
-        return s * 1000 + a / 1_000_000_000_000_000
     }
 }

@@ -225,7 +225,7 @@ final class Router: HTTPHandler {
         }
         var result = JSONObject()
         result["version"] = .string(mirrorgateVersion)
-        result["startedAt"] = .string(iso8601(startedAt))
+        result["startedAt"] = .string(rfc3339(startedAt))
         result["upstreams"] = .object(upstreams)
         var indices = JSONObject()
         for (name, mirror) in frontend.mirrors.mirrors.sorted(by: { $0.key < $1.key }) {
@@ -245,15 +245,9 @@ final class Router: HTTPHandler {
     private func tracker(_ t: ReachabilityTracker) -> JSON {
         var o = JSONObject()
         o["reachable"] = .bool(t.isReachable)
-        o["since"] = .string(iso8601(t.since))
+        o["since"] = .string(rfc3339(t.since))
         return .object(o)
     }
-}
-
-func iso8601(_ date: Date) -> String {
-    let f = ISO8601DateFormatter()
-    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return f.string(from: date)
 }
 
 func constantTimeEqual(_ a: String, _ b: String) -> Bool {
