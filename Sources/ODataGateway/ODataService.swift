@@ -102,6 +102,8 @@ public final class ODataService: Sendable {
     let pool: WorkerPool
     let client: UpstreamClient
     let logger: Logger
+    /// The gateway's CSRF tokens and its upstream sessions.
+    public let csrf = ODataCSRF()
     private let state = Mutex(DownloadState())
     private let wake = ConditionLock()
     /// Called after every download with its outcome (for events).
@@ -138,26 +140,77 @@ public final class ODataService: Sendable {
     // MARK: routing
 
     /// Routes one request without blocking.
-    public func handle(_ request: HTTPRequest, _ responder: any Responder) {
-        let isRead = request.method == "GET" || request.method == "HEAD" || isBatch(request)
-        guard mirror.model != nil, isRead else {
+    public func handle(_ original: HTTPRequest, _ originalResponder: any Responder) {
+        var adjusted = original
+        var answer = originalResponder
+        if adjusted.headers["X-CSRF-Token"]?.lowercased() == "fetch" {
+            adjusted.headers.remove("X-CSRF-Token")
+            answer = CSRFTokenResponder(inner: answer, token: csrf.gatewayToken)
+        }
+        route(adjusted, answer)
+    }
+
+    private func route(_ request: HTTPRequest, _ responder: any Responder) {
+        let isRead = request.method == "GET" || request.method == "HEAD" || request.method == "OPTIONS"
+        if !isRead {
+            if let given = request.headers["X-CSRF-Token"], given != csrf.gatewayToken {
+                var r = ODataError.response(
+                    403, code: "CSRFTokenRequired",
+                    "CSRF token validation failed; fetch one with X-CSRF-Token: Fetch",
+                    version: version)
+                r.headers.set("X-CSRF-Token", "Required")
+                OriginResponder(inner: responder, origin: "local").respond(r)
+                return
+            }
+            var stripped = request
+            stripped.headers.remove("X-CSRF-Token")
+            let write = stripped
+            if isBatch(write), mirror.model != nil, !forwarder.reachability.isReachable {
+                pool.submit { [self] in answerLocally(write, responder, mayForward: false) }
+                return
+            }
+            pool.submit { [self] in forwardWrite(write, responder, retried: false) }
+            return
+        }
+        guard mirror.model != nil else {
             forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"))
             return
         }
         let target = request.target
         let localToken = target.contains("skiptoken=" + LocalSkipToken.prefix)
-        // A batch may hold writes: local only while the upstream is down.
-        let local = isBatch(request) ? false : settings.localFirst || localToken
-        if local || !forwarder.reachability.isReachable {
-            pool.submit { [self] in answerLocally(request, responder, mayForward: true) }
+        if settings.localFirst || localToken || !forwarder.reachability.isReachable {
+            let r = responder
+            pool.submit { [self] in answerLocally(request, r, mayForward: true) }
             return
         }
+        let r = responder
         forwarder.forward(
-            request, OriginResponder(inner: responder, origin: "remote"),
+            request, OriginResponder(inner: r, origin: "remote"),
             fallback: { [self] _ in
-                pool.submit { [self] in answerLocally(request, responder, mayForward: false) }
+                pool.submit { [self] in answerLocally(request, r, mayForward: false) }
                 return true
             })
+    }
+
+    /// Blocking (on the pool): forwards a write with the upstream's CSRF token; a `$batch` that cannot
+    /// reach the upstream is answered locally when it only reads.
+    func forwardWrite(_ request: HTTPRequest, _ responder: any Responder, retried: Bool) {
+        let prepared = csrf.prepare(request, settings: forwarder.settings, client: client)
+        var retry: (@Sendable () -> Void)?
+        if !retried {
+            retry = { [self] in pool.submit { [self] in forwardWrite(request, responder, retried: true) } }
+        }
+        let watcher = CSRFRetryResponder(
+            inner: OriginResponder(inner: responder, origin: "remote"), retry: retry,
+            forget: { [self] in csrf.forget(request) })
+        var fallback: (@Sendable (UpstreamError) -> Bool)?
+        if isBatch(request), mirror.model != nil {
+            fallback = { [self] _ in
+                pool.submit { [self] in answerLocally(request, responder, mayForward: false) }
+                return true
+            }
+        }
+        forwarder.forward(prepared, watcher, fallback: fallback)
     }
 
     /// The path under the mount (percent-encoded, no leading `/`) and the raw query.

@@ -263,16 +263,13 @@ def test_scope_and_admin_download(gateway_factory, odata_upstream):
 # ---------------------------------------------------------------- pyodata against mock-sap (V2)
 
 
-@pytest.fixture
-def mock_sap():
-    """mock-sap in its own process (stopping it closes kept-alive connections too)."""
+def _start_mock_sap(csrf: bool):
     port = free_port()
     exe = Path(sys.executable).with_name("mock-sap")
-    proc = subprocess.Popen(
-        [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q", "--no-csrf"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"]
+    if not csrf:
+        cmd.append("--no-csrf")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 15
     while time.time() < deadline:
         try:
@@ -280,11 +277,26 @@ def mock_sap():
                 break
         except requests.RequestException:
             time.sleep(0.1)
-    state = {"port": port, "proc": proc}
+    return {"port": port, "proc": proc}
+
+
+@pytest.fixture
+def mock_sap():
+    """mock-sap in its own process (stopping it closes kept-alive connections too)."""
+    state = _start_mock_sap(csrf=False)
     yield state
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=5)
+    if state["proc"].poll() is None:
+        state["proc"].kill()
+    state["proc"].wait(timeout=5)
+
+
+@pytest.fixture
+def mock_sap_csrf():
+    state = _start_mock_sap(csrf=True)
+    yield state
+    if state["proc"].poll() is None:
+        state["proc"].kill()
+    state["proc"].wait(timeout=5)
 
 
 def pyodata_scenario(gw):
@@ -346,3 +358,49 @@ def test_pyodata_v2_same_answers_online_and_offline(gateway_factory, mock_sap):
     assert d["results"][0]["CreatedAt"].startswith("/Date(")
     r = get(gw, "/odata/gw/SalesOrderSet?$filter=substringof('x',Note) eq")
     assert r.status_code == 400 and r.json()["error"]["message"]["value"]
+
+
+def test_csrf_handled_by_the_gateway(gateway_factory, mock_sap_csrf):
+    """The gateway answers X-CSRF-Token: Fetch itself (online and offline) and does the upstream handshake."""
+    import pyodata
+
+    port = mock_sap_csrf["port"]
+    gw = gateway_factory(
+        {
+            "odata": {
+                "services": {
+                    "gw": {
+                        "mount": "/odata/gw/",
+                        "upstream": f"http://127.0.0.1:{port}{SAP_ROOT}",
+                        "timeout": "3s",
+                        "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
+                    }
+                }
+            }
+        }
+    )
+    wait_downloaded(gw, "gw")
+    url = gw.url("/odata/gw/")
+    s = requests.Session()
+    fetched = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10)
+    token = fetched.headers["X-CSRF-Token"]
+    assert token and token.lower() != "required"
+    s.headers["X-CSRF-Token"] = token
+    client = pyodata.Client(url, s)
+    SO = client.entity_sets.SalesOrderSet
+    so = SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="csrf via gateway").execute()
+    assert SO.get_entity(so.SalesOrderID).execute().Note == "csrf via gateway"
+    # a token the gateway did not issue is refused before reaching the upstream
+    bad = requests.post(
+        url + "SalesOrderSet",
+        json={"CustomerID": "0100000000", "CurrencyCode": "EUR"},
+        headers={"X-CSRF-Token": "forged", "Accept": "application/json"},
+        timeout=10,
+    )
+    assert bad.status_code == 403 and bad.headers["X-CSRF-Token"] == "Required"
+    mock_sap_csrf["proc"].kill()
+    mock_sap_csrf["proc"].wait(timeout=5)
+    # offline: the same token keeps being handed out, reads come from the mirror
+    again = requests.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10)
+    assert again.headers["X-CSRF-Token"] == token and again.headers["X-Mirrorgate-Origin"] == "local"
+    assert "SalesOrderSet" in again.json()["d"]["EntitySets"]
