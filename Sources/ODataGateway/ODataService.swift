@@ -532,7 +532,7 @@ public final class ODataService: Sendable {
             var rows: [String: [MirrorEntity]] = [set: []]
             for item in Self.entities(in: body).items {
                 if let members = item.members {
-                    ingest(members, set: set, type: layout.entityType, model: m, into: &rows)
+                    Self.ingest(members, set: set, type: layout.entityType, model: m, into: &rows)
                 }
             }
             let stored = try mirror.replace(request: "bootstrap:" + set, query: set, rows: rows)
@@ -594,7 +594,9 @@ public final class ODataService: Sendable {
             }
             let (items, next) = Self.entities(in: body)
             for item in items {
-                if let members = item.members { ingest(members, set: set, type: type, model: m, into: &rows) }
+                if let members = item.members {
+                    Self.ingest(members, set: set, type: type, model: m, into: &rows)
+                }
             }
             if let next, !next.isEmpty {
                 url = next.hasPrefix("http://") || next.hasPrefix("https://") ? next : s.upstream + next
@@ -622,7 +624,7 @@ public final class ODataService: Sendable {
 
     /// Splits one wire entity into its structural properties (stored for `set`) and the entities expanded
     /// inside it (stored for their own sets).
-    func ingest(
+    static func ingest(
         _ object: [(String, RawJSON)], set: String, type: String, model m: MirrorModel,
         into rows: inout [String: [MirrorEntity]]
     ) {
@@ -654,7 +656,7 @@ public final class ODataService: Sendable {
                 }
                 for item in items {
                     if let members = item.members {
-                        ingest(members, set: targetSet, type: nav.target, model: m, into: &rows)
+                        Self.ingest(members, set: targetSet, type: nav.target, model: m, into: &rows)
                     }
                 }
                 continue

@@ -404,3 +404,21 @@ def test_csrf_handled_by_the_gateway(gateway_factory, mock_sap_csrf):
     again = requests.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10)
     assert again.headers["X-CSRF-Token"] == token and again.headers["X-Mirrorgate-Origin"] == "local"
     assert "SalesOrderSet" in again.json()["d"]["EntitySets"]
+
+
+def test_download_when_the_upstream_comes_back(gateway_factory):
+    from upstreams.odata_northwind import ODataUpstream
+
+    port = free_port()
+    gw = gateway_factory(nw_config(f"http://127.0.0.1:{port}/nw.svc/"))
+    time.sleep(0.5)
+    # nothing mirrored yet: reads are forwarded and fail as before
+    assert get(gw, MOUNT + "Products").status_code == 502
+    up = ODataUpstream(port=port, page_size=5).start()
+    try:
+        status = wait_downloaded(gw, "nw", timeout=40)
+        assert status["entitySets"]["Products"] == 7
+    finally:
+        up.stop()
+    r = get(gw, MOUNT + "Products?$count=true")
+    assert r.headers["X-Mirrorgate-Origin"] == "local" and r.json()["@odata.count"] == 7

@@ -195,3 +195,32 @@ private func read(
     #expect(mirror.rowCounts()["Orders"] == 0)
     #expect(mirror.model?.layouts["Lines2"] != nil)
 }
+
+@Test func definingRequestPayloadsAreSplitIntoTheirSets() throws {
+    let (mirror, _) = try makeMirror()
+    let m = try #require(mirror.model)
+    // V4 with $expand: the expanded orders go to Orders, control information is dropped.
+    let v4 = try RawJSON.parse(
+        #"{"@odata.context":"x","value":[{"@odata.etag":"W/\"7\"","CustomerID":"ZED","Name":"Z","Orders@odata.count":1,"Orders":[{"OrderID":44,"CustomerID":"ZED","Freight":1.0}]}],"@odata.nextLink":"http://up/Customers?$skiptoken=1"}"#
+    )
+    let (items, next) = ODataService.entities(in: v4)
+    #expect(next == "http://up/Customers?$skiptoken=1")
+    var rows: [String: [MirrorEntity]] = [:]
+    for item in items {
+        ODataService.ingest(item.members!, set: "Customers", type: "NS.Customer", model: m, into: &rows)
+    }
+    #expect(rows["Customers"]?.first?.etag == "W/\"7\"")
+    #expect(rows["Customers"]?.first?.properties.map(\.0) == ["CustomerID", "Name"])
+    #expect(rows["Orders"]?.first?.properties.first?.1 == .number("44"))
+    // V2: d.results, __metadata etag, __deferred navigation skipped, __next.
+    let v2 = try RawJSON.parse(
+        #"{"d":{"results":[{"__metadata":{"uri":"u","etag":"W/\"x\""},"CustomerID":"Q","Orders":{"__deferred":{"uri":"u/Orders"}}}],"__next":"http://up/next"}}"#
+    )
+    let (v2items, v2next) = ODataService.entities(in: v2)
+    #expect(v2next == "http://up/next")
+    var v2rows: [String: [MirrorEntity]] = [:]
+    ODataService.ingest(v2items[0].members!, set: "Customers", type: "NS.Customer", model: m, into: &v2rows)
+    #expect(v2rows["Customers"]?.first?.etag == "W/\"x\"")
+    #expect(v2rows["Orders"] == nil)
+    #expect(v2rows["Customers"]?.first?.properties.map(\.0) == ["CustomerID"])
+}
