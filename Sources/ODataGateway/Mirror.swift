@@ -241,6 +241,23 @@ public final class ODataMirror: Sendable {
         return stored
     }
 
+    /// Removes the rows loaded from bootstrap files (once the defining requests have been downloaded).
+    public func dropBootstrap() throws {
+        guard let m = model else { return }
+        try pool.write { db in
+            try db.transaction {
+                let sets = try db.query(
+                    #"SELECT DISTINCT entitySet FROM "_mg_scope" WHERE request LIKE 'bootstrap:%'"#
+                )
+                .compactMap { $0[0].string }
+                for set in sets where m.layouts[set] != nil {
+                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" LIKE 'bootstrap:%'")
+                }
+                try db.run(#"DELETE FROM "_mg_scope" WHERE request LIKE 'bootstrap:%'"#)
+            }
+        }
+    }
+
     /// Whether some defining request ever stored rows (or an empty result) for `set`.
     public func hasScope(_ set: String) -> Bool {
         ((try? pool.read { db in

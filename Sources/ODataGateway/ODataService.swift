@@ -515,6 +515,7 @@ public final class ODataService: Sendable {
             let stored = try mirror.replace(request: request.name, query: request.query, rows: rows)
             for (k, v) in stored { total[k, default: 0] += v }
         }
+        if !settings.definingRequests.isEmpty { try mirror.dropBootstrap() }
         return ODataDownloadStats(entitySets: total, durationMs: 0)
     }
 

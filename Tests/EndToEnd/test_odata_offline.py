@@ -406,6 +406,46 @@ def test_csrf_handled_by_the_gateway(gateway_factory, mock_sap_csrf):
     assert "SalesOrderSet" in again.json()["d"]["EntitySets"]
 
 
+def test_bootstrap_then_download_when_the_upstream_comes_back(gateway_factory, tmp_path):
+    from upstreams.odata_northwind import ODataUpstream
+
+    probe = ODataUpstream(page_size=5).start()
+    try:
+        metadata = requests.get(probe.root + "$metadata", timeout=10).content
+    finally:
+        probe.stop()
+    (tmp_path / "metadata.xml").write_bytes(metadata)
+    (tmp_path / "products.json").write_text(
+        '{"value":[{"ProductID":99,"ProductName":"Bootstrapped","UnitPrice":1.5,"Discontinued":false}]}'
+    )
+    port = free_port()
+    gw = gateway_factory(
+        nw_config(
+            f"http://127.0.0.1:{port}/nw.svc/",
+            bootstrap={"metadata": str(tmp_path / "metadata.xml"), "data": {"Products": str(tmp_path / "products.json")}},
+        )
+    )
+    wait_downloaded(gw, "nw")
+    r = get(gw, MOUNT + "Products")
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    assert [p["ProductName"] for p in r.json()["value"]] == ["Bootstrapped"]
+    assert r.json()["value"][0]["UnitPrice"] == 1.5
+    first = wait_downloaded(gw, "nw")["lastDownloadAt"]
+    up = ODataUpstream(port=port, page_size=5).start()
+    try:
+        deadline = time.time() + 40
+        while time.time() < deadline:
+            st = wait_downloaded(gw, "nw")
+            if st["lastDownloadAt"] != first and st["entitySets"].get("Products") == 7:
+                break
+            time.sleep(0.2)
+        assert st["entitySets"]["Products"] == 7, st  # the bootstrap rows are gone
+    finally:
+        up.stop()
+    ids = [p["ProductID"] for p in get(gw, MOUNT + "Products").json()["value"]]
+    assert ids == [1, 2, 3, 4, 5, 6, 7]
+
+
 def test_download_when_the_upstream_comes_back(gateway_factory):
     from upstreams.odata_northwind import ODataUpstream
 

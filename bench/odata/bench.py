@@ -138,6 +138,14 @@ odata:
             if i >= 20:
                 floor.append((time.perf_counter() - a) * 1000)
         print(f"| HTTP floor (GET /_mirrorgate/health, no SQL) | {pct(floor, 50):.3f} | {pct(floor, 99):.3f} | | | | |")
+        hop = []
+        for i in range(args.requests + 20):
+            a = time.perf_counter()
+            conn.request("GET", "/odata/bench/$metadata")
+            conn.getresponse().read()
+            if i >= 20:
+                hop.append((time.perf_counter() - a) * 1000)
+        print(f"| local $metadata (worker-pool hop, no SQL) | {pct(hop, 50):.3f} | {pct(hop, 99):.3f} | | | | |")
         for name, odata, where, binds, order, limit in QUERIES:
             path = "/odata/bench/Items(77777)" if odata is None else "/odata/bench/Items?" + quote(odata, safe="$&=',:")
             sql = f'SELECT "t0".* FROM "Items" AS "t0" WHERE 1 AND ({where}) ORDER BY {order} LIMIT ? OFFSET 0'
