@@ -628,7 +628,7 @@ private struct Context {
     // MARK: serialization
 
     func keyPredicate(_ e: Entry) -> String {
-        let keys = m.model.keyProperties(of: e.entityType)
+        let keys = m.types[e.entityType]?.keyProperties ?? m.model.keyProperties(of: e.entityType)
         func literal(_ p: EdmProperty) -> String {
             let v = e.properties.first { $0.0 == p.name }?.1 ?? .null
             switch v {
@@ -695,7 +695,8 @@ private struct Context {
     func entityJSON(_ e: Entry, topLevel: Bool) -> [(String, RawJSON)] {
         var out: [(String, RawJSON)] = []
         let id = root + e.set + keyPredicate(e)
-        let qualified = m.model.structuredType(e.entityType)?.qualifiedName ?? e.entityType
+        let info = m.types[e.entityType]
+        let qualified = info?.qualifiedName ?? e.entityType
         if v2 {
             var meta: [(String, RawJSON)] = [
                 ("id", .string(id)), ("uri", .string(id)), ("type", .string(qualified)),
@@ -711,15 +712,14 @@ private struct Context {
             if format.metadata == .full { out.append(("@odata.editLink", .string(id))) }
         }
         for (name, value) in e.properties {
-            let type = m.model.property(named: name, in: e.entityType)?.type.primitive
+            let type = info?.primitives[name]
             out.append((name, convert(value, type: type)))
         }
         let expandedNames = Set(e.expanded.map(\.0))
         if v2 {
-            for nav in m.model.navigationProperties(of: e.entityType) where !expandedNames.contains(nav.name)
-            {
-                out.append(
-                    (nav.name, .object([("__deferred", .object([("uri", .string(id + "/" + nav.name))]))])))
+            let navs = info?.navigationNames ?? m.model.navigationProperties(of: e.entityType).map(\.name)
+            for nav in navs where !expandedNames.contains(nav) {
+                out.append((nav, .object([("__deferred", .object([("uri", .string(id + "/" + nav))]))])))
             }
         }
         for (name, x) in e.expanded {

@@ -36,9 +36,24 @@ public struct MirrorModel: Sendable {
     public var layouts: [String: MirrorSetLayout]
     /// SQL mapping for ODataCore's translator.
     public var mapping: ModelSQLMapping
+    /// Per entity type (qualified name as used in the model): what serialization needs per row,
+    /// computed once.
+    public var types: [String: MirrorTypeInfo] = [:]
 
     /// The version of the service.
     public var version: ODataVersion { model.version }
+}
+
+/// What serializing an entity of one type needs, computed once per model.
+public struct MirrorTypeInfo: Sendable {
+    /// Qualified type name.
+    public var qualifiedName: String
+    /// Primitive type of each primitive property.
+    public var primitives: [String: EdmPrimitiveType]
+    /// Key properties in key order.
+    public var keyProperties: [EdmProperty]
+    /// Navigation property names.
+    public var navigationNames: [String]
 }
 
 /// One entity as received from the upstream, ready to be stored.
@@ -127,8 +142,20 @@ public final class ODataMirror: Sendable {
             layouts[set.name] = MirrorSetLayout(
                 set: set, entityType: set.entityType, columns: columns, key: model.key(of: set.entityType))
         }
-        return MirrorModel(
+        var types: [String: MirrorTypeInfo] = [:]
+        for layout in layouts.values where types[layout.entityType] == nil {
+            let t = layout.entityType
+            var primitives: [String: EdmPrimitiveType] = [:]
+            for p in model.properties(of: t) { if let prim = p.type.primitive { primitives[p.name] = prim } }
+            types[t] = MirrorTypeInfo(
+                qualifiedName: model.structuredType(t)?.qualifiedName ?? t, primitives: primitives,
+                keyProperties: model.keyProperties(of: t),
+                navigationNames: model.navigationProperties(of: t).map(\.name))
+        }
+        var result = MirrorModel(
             metadata: bytes, model: model, layouts: layouts, mapping: ModelSQLMapping(model: model))
+        result.types = types
+        return result
     }
 
     /// Stores `metadata` (when it differs from the stored one: every entity table is recreated) and makes
