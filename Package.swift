@@ -103,7 +103,8 @@ let package = Package(
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
         .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
         .testTarget(
-            name: "ODataGatewayTests", dependencies: ["ODataGateway", "ODataCore", "JSONCore", "Storage"],
+            name: "ODataGatewayTests",
+            dependencies: ["ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPServer", "Upstream"],
             swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),

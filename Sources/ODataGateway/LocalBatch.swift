@@ -40,8 +40,9 @@ enum LocalBatch {
         for piece in pieces.dropFirst() {
             if piece.hasPrefix("--") { break }
             var p = Substring(piece)
-            if p.hasPrefix("\r\n") { p = p.dropFirst(2) } else if p.hasPrefix("\n") { p = p.dropFirst() }
-            if p.hasSuffix("\r\n") { p = p.dropLast(2) } else if p.hasSuffix("\n") { p = p.dropLast() }
+            // "\r\n" is one Character in Swift.
+            if p.hasPrefix("\r\n") || p.hasPrefix("\n") { p = p.dropFirst() }
+            if p.hasSuffix("\r\n") || p.hasSuffix("\n") { p = p.dropLast() }
             result.append(Array(p.utf8))
         }
         return result

@@ -1,0 +1,134 @@
+import Foundation
+import HTTPServer
+import Logging
+import Testing
+import Upstream
+
+@testable import ODataGateway
+
+private let metadataWithFunction = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
+      xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
+      <edmx:DataServices m:DataServiceVersion="2.0">
+        <Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+          <EntityType Name="Order">
+            <Key><PropertyRef Name="ID"/></Key>
+            <Property Name="ID" Type="Edm.String" Nullable="false"/>
+            <Property Name="Amount" Type="Edm.Decimal" Precision="13" Scale="3"/>
+            <Property Name="Created" Type="Edm.DateTime"/>
+            <NavigationProperty Name="Items" Relationship="S.OrderItems" FromRole="O" ToRole="I"/>
+          </EntityType>
+          <EntityType Name="Item">
+            <Key><PropertyRef Name="OrderID"/><PropertyRef Name="Pos"/></Key>
+            <Property Name="OrderID" Type="Edm.String" Nullable="false"/>
+            <Property Name="Pos" Type="Edm.Int32" Nullable="false"/>
+          </EntityType>
+          <Association Name="OrderItems">
+            <End Type="S.Order" Multiplicity="1" Role="O"/>
+            <End Type="S.Item" Multiplicity="*" Role="I"/>
+            <ReferentialConstraint>
+              <Principal Role="O"><PropertyRef Name="ID"/></Principal>
+              <Dependent Role="I"><PropertyRef Name="OrderID"/></Dependent>
+            </ReferentialConstraint>
+          </Association>
+          <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
+            <EntitySet Name="Orders" EntityType="S.Order"/>
+            <EntitySet Name="Items" EntityType="S.Item"/>
+            <AssociationSet Name="OrderItemsSet" Association="S.OrderItems">
+              <End EntitySet="Orders" Role="O"/>
+              <End EntitySet="Items" Role="I"/>
+            </AssociationSet>
+            <FunctionImport Name="Confirm" ReturnType="Edm.Boolean" m:HttpMethod="POST">
+              <Parameter Name="ID" Type="Edm.String" Mode="In"/>
+            </FunctionImport>
+          </EntityContainer>
+        </Schema>
+      </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
+private func makeService() throws -> ODataService {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odsvc-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    try Data(metadataWithFunction.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
+    try Data(
+        #"{"d":{"results":[{"__metadata":{"uri":"x","etag":"W/\"1\""},"ID":"0500000001","Amount":"631.890","Created":"/Date(1754611200000)/","Items":{"results":[{"OrderID":"0500000001","Pos":10},{"OrderID":"0500000001","Pos":20}]}}]}}"#
+            .utf8
+    ).write(to: URL(fileURLWithPath: dir + "/orders.json"))
+    UpstreamClient.globalInit()
+    let forwarder = ODataForwarder(
+        settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
+        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+    let service = try ODataService(
+        forwarder: forwarder,
+        settings: ODataMirrorSettings(
+            localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
+            bootstrapData: ["Orders": dir + "/orders.json"], interval: .seconds(3600),
+            databasePath: dir + "/mirror.sqlite"),
+        client: UpstreamClient(), pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
+    _ = try service.loadBootstrap()
+    return service
+}
+
+private func get(_ service: ODataService, _ target: String, headers: HTTPHeaders = ["Host": "gw"]) -> (
+    Int, String
+) {
+    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: headers))
+    guard case .bytes(let b) = r.body else { return (r.status, "") }
+    return (r.status, String(decoding: b, as: UTF8.self))
+}
+
+@Test func v2ServiceAnswersLocally() throws {
+    let service = try makeService()
+    #expect(service.version == .v2)
+    let (status, body) = get(service, "/odata/s/Orders?$expand=Items&$inlinecount=allpages")
+    #expect(status == 200)
+    #expect(body.contains(#""Amount":"631.890""#))
+    #expect(body.contains(#""Created":"/Date(1754611200000)/""#))
+    #expect(body.contains(#""etag":"W/\"1\"""#))
+    #expect(
+        body.contains(
+            #""Items":{"results":[{"__metadata":{"id":"http://gw/odata/s/Items(OrderID='0500000001',Pos=10)""#
+        ))
+    #expect(body.contains(#""__count":"1""#))
+    let (_, filtered) = get(service, "/odata/s/Orders?$filter=Created%20eq%20datetime'2025-08-08T00:00:00'")
+    #expect(filtered.contains("0500000001"))
+    let (_, keyed) = get(service, "/odata/s/Items(OrderID='0500000001',Pos=20)")
+    #expect(keyed.hasPrefix(#"{"d":{"__metadata""#))
+    let (navCount, count) = get(service, "/odata/s/Orders('0500000001')/Items/$count")
+    #expect(navCount == 200 && count == "2")
+}
+
+@Test func functionImportsAndErrorsOffline() throws {
+    let service = try makeService()
+    let (status, body) = get(service, "/odata/s/Confirm?ID='1'")
+    #expect(status == 503)
+    #expect(body.contains(#""message":{"lang":"en","value":"#))
+    let (bad, err) = get(service, "/odata/s/Orders?$filter=Amount%20gt")
+    #expect(bad == 400 && err.contains(#""error":{"code""#))
+    let (unknown, _) = get(service, "/odata/s/Nope")
+    #expect(unknown == 400 || unknown == 404)
+}
+
+@Test func readOnlyBatchIsAnsweredLocally() throws {
+    let service = try makeService()
+    let body = Array(
+        ("--b\r\nContent-Type: application/http\r\n\r\nGET Orders('0500000001') HTTP/1.1\r\nAccept: application/json\r\n\r\n\r\n"
+            + "--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\n\r\nPOST Orders HTTP/1.1\r\n\r\n{}\r\n--c--\r\n--b--\r\n")
+            .utf8)
+    let withChange = service.batchResponse(
+        HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"], body: body))
+    #expect(withChange.status == 503)
+    let readOnly = Array(
+        "--b\r\nContent-Type: application/http\r\n\r\nGET Orders/$count HTTP/1.1\r\n\r\n\r\n--b--\r\n".utf8)
+    let r = service.batchResponse(
+        HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"], body: readOnly))
+    #expect(r.status == 202)
+    guard case .bytes(let b) = r.body else { return }
+    #expect(String(decoding: b, as: UTF8.self).contains("HTTP/1.1 200 OK"))
+}
