@@ -38,7 +38,10 @@ final class Router: HTTPHandler {
     func stop() {
         frontend.mirrors.stop()
         algolia?.reachability.stop()
-        for s in odata { s.reachability.stop() }
+        for s in odata {
+            s.reachability.stop()
+            s.service?.stop()
+        }
     }
 
     // MARK: routing

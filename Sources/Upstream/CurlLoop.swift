@@ -33,6 +33,9 @@ public final class CurlLoop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let pending = Mutex<[Job]>([])
     private let stopped = Atomic<Bool>(false)
+    /// True while the loop thread is (about to be) blocked in `curl_multi_poll`: only then does a submit
+    /// need the wake-up syscall.
+    private let sleeping = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     // Loop-thread only:
     private var idleHandles: [UnsafeMutableRawPointer] = []
@@ -60,7 +63,7 @@ public final class CurlLoop: @unchecked Sendable {
             return
         }
         pending.withLock { $0.append(Job(request: request, sink: sink)) }
-        curl_multi_wakeup(multi)
+        if sleeping.load(ordering: .acquiring) { curl_multi_wakeup(multi) }
     }
 
     /// Ends the loop: transfers still running finish with `.cancelled`. Waits for the thread.
@@ -82,9 +85,11 @@ public final class CurlLoop: @unchecked Sendable {
             for job in jobs { start(job) }
             curl_multi_perform(multi, &running)
             drainMessages()
+            sleeping.store(true, ordering: .sequentiallyConsistent)
             if pending.withLock({ $0.isEmpty }) {
                 curl_multi_poll(multi, nil, 0, 1000, &numfds)
             }
+            sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         for job in pending.withLock({ $0 }) {
             job.sink.finished(
