@@ -78,18 +78,8 @@ extension Router {
             return
         }
         let wait = request.queryValue("wait") == "true"
-        var completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)?
-        if wait {
-            completion = { result in
-                switch result {
-                case .success(let stats):
-                    out.respond(.json(200, stats.json.serialized()))
-                case .failure(let error):
-                    let body: JSON = ["message": .string(error.description)]
-                    out.respond(.json(502, body.serialized()))
-                }
-            }
-        }
+        let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
+            wait ? waitedRun(out, json: \.json) : nil
         let started = service.download(completion: completion)
         guard started else {
             out.respond(

@@ -198,18 +198,8 @@ final class Router: HTTPHandler {
             out.respond(errorResponse(404, "no mirrored index named \(name)", target: target))
             return
         }
-        var completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)?
-        if wait {
-            completion = { result in
-                switch result {
-                case .success(let stats):
-                    out.respond(.json(200, stats.json.serialized()))
-                case .failure(let error):
-                    let body: JSON = ["message": .string(error.description)]
-                    out.respond(.json(502, body.serialized()))
-                }
-            }
-        }
+        let completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)? =
+            wait ? waitedRun(out, json: \.json) : nil
         let started = frontend.mirrors.launch(mirror, completion: completion)
         guard started else {
             out.respond(errorResponse(409, "a sync of \(name) is already running", target: target))
@@ -250,6 +240,22 @@ final class Router: HTTPHandler {
         o["reachable"] = .bool(t.isReachable)
         o["since"] = .string(rfc3339(t.since))
         return .object(o)
+    }
+}
+
+/// The completion of an admin run started with `?wait=true`: `200` and its statistics, or `502` and
+/// `{"message"}` when it failed.
+func waitedRun<Stats, Failure: Error & CustomStringConvertible>(
+    _ out: any Responder, json: @escaping @Sendable (Stats) -> JSON
+) -> @Sendable (Result<Stats, Failure>) -> Void {
+    { result in
+        switch result {
+        case .success(let stats):
+            out.respond(.json(200, json(stats).serialized()))
+        case .failure(let error):
+            let body: JSON = ["message": .string(error.description)]
+            out.respond(.json(502, body.serialized()))
+        }
     }
 }
 
