@@ -18,6 +18,8 @@ static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct s
                                               MHD_AccessHandlerCallback handler, void *handler_cls,
                                               MHD_RequestCompletedCallback completed, void *completed_cls,
                                               mg_mhd_uri_log_callback uri_log, void *uri_log_cls,
+                                              MHD_NotifyConnectionCallback notify_connection,
+                                              void *notify_connection_cls,
                                               unsigned int connection_limit, unsigned int timeout_seconds,
                                               size_t memory_limit, unsigned int thread_pool_size,
                                               unsigned int listen_backlog) {
@@ -31,6 +33,7 @@ static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct s
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
                             MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size > 1 ? thread_pool_size : 0,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
                             MHD_OPTION_END);

@@ -87,6 +87,8 @@ final class ServerCore: @unchecked Sendable {
     let logger: Logger
     let pool: WorkerPool
     let active = Atomic<Int>(0)
+    /// Open connections (libmicrohttpd's own limit is set above `maxConnections`, see `start`).
+    let connections = Atomic<Int>(0)
     private let registry = Mutex<[ObjectIdentifier: RequestContext]>([:])
     private var daemon: OpaquePointer?
     private(set) var boundPort: UInt16 = 0
@@ -124,7 +126,11 @@ final class ServerCore: @unchecked Sendable {
             ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 mg_mhd_start(
                     UInt32(flags), sa, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
-                    MHDCallbacks.uriLog, cls, UInt32(configuration.maxConnections), timeoutSeconds,
+                    MHDCallbacks.uriLog, cls, MHDCallbacks.connectionNotify, cls,
+                    // libmicrohttpd stops polling its listening socket while at its own limit and may not
+                    // look again before the next connection timeout; so its limit is a hard ceiling above
+                    // ours, and `maxConnections` is enforced by answering 503 (see the access handler).
+                    UInt32(configuration.maxConnections + 64), timeoutSeconds,
                     configuration.connectionMemoryLimit, UInt32(configuration.pollingThreads), 1024)
             }
         }
@@ -204,6 +210,7 @@ final class RequestContext: @unchecked Sendable, Responder {
     var headers = HTTPHeaders()
     var body: [UInt8] = []
     var rejected = false
+    var answered = false
     var discarded = 0
     // Guarded by `lock`:
     private let lock = Mutex<Void>(())
@@ -288,6 +295,15 @@ enum MHDCallbacks {
         return Unmanaged.passRetained(ctx).toOpaque()
     }
 
+    static let connectionNotify: MHD_NotifyConnectionCallback = { cls, _, _, code in
+        let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+        if code == .CONNECTION_NOTIFY_STARTED {
+            core.connections.add(1, ordering: .relaxed)
+        } else {
+            core.connections.subtract(1, ordering: .relaxed)
+        }
+    }
+
     static let completed: MHD_RequestCompletedCallback = { cls, _, reqCls, _ in
         guard let reqCls, let raw = reqCls.pointee else { return }
         reqCls.pointee = nil
@@ -326,6 +342,15 @@ enum MHDCallbacks {
             ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
             MHD_get_connection_values(
                 connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
+            if core.connections.load(ordering: .relaxed) > core.configuration.maxConnections {
+                ctx.answered = true
+                var response = core.errors(
+                    503,
+                    "too many connections (server.maxConnections = \(core.configuration.maxConnections))",
+                    ctx.target)
+                response.headers.set("Retry-After", "1")
+                return queue(response, ctx, connection)
+            }
             if let cl = ctx.headers["Content-Length"], let n = Int(cl.trimmingCharacters(in: .whitespaces)),
                 n > core.configuration.maxBodySize
             {
@@ -339,6 +364,11 @@ enum MHDCallbacks {
             if let cl = ctx.headers["Content-Length"], let n = Int(cl), n > 0 {
                 ctx.body.reserveCapacity(n)
             }
+            return .YES
+        }
+        if ctx.answered {
+            // Answered in the first call (connection limit): swallow whatever body follows.
+            uploadSize?.pointee = 0
             return .YES
         }
         if let uploadSize, uploadSize.pointee > 0 {
