@@ -18,6 +18,9 @@ SWIFT_OPTS=()
 if [ "$SCRATCH" != .build ]; then SWIFT_OPTS=(--scratch-path "$SCRATCH"); fi
 
 log() { printf '\n[test] %s\n' "$*" >&2; }
+
+# 0. What the tests need (apt packages, Swift on PATH); idempotent and quick when present.
+MIRRORGATE_SKIP_BUILD=1 bash scripts/setup.sh || { log "setup failed"; exit 1; }
 declare -a RESULTS=()
 FAILED=0
 record() { # name status
