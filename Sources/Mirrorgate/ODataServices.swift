@@ -29,7 +29,7 @@ enum ODataServices {
         let forwarder = ODataForwarder(
             settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
         let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
-        let mirror = ODataMirrorSettings(
+        var mirror = ODataMirrorSettings(
             localFirst: s.routing == .localFirst,
             definingRequests: s.definingRequests.map { .init(name: $0.name, query: $0.query) },
             pageSize: s.pageSize,
@@ -37,6 +37,8 @@ enum ODataServices {
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
             interval: policy?.activeInterval ?? .seconds(3600),
             databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+        mirror.enableRepeatableRequests = s.enableRepeatableRequests
+        mirror.repeatabilityHeaders = s.repeatabilityHeaders
         let service: ODataService
         do {
             service = try ODataService(
@@ -67,6 +69,10 @@ extension Router {
     func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
         let prefix = "/_mirrorgate/odata/services/"
         let path = request.path
+        if request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/upload") {
+            odataUpload(request, out)
+            return
+        }
         guard request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/download") else {
             out.respond(
                 errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
@@ -84,6 +90,36 @@ extension Router {
         guard started else {
             out.respond(
                 errorResponse(409, "a download of \(name) is already running", target: request.target))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
+    /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
+    /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
+    func odataUpload(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/odata/services/"
+        let name = FormDecoding.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
+        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
+            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        var completion: (@Sendable (ODataUploadStats) -> Void)?
+        if wait {
+            let unreachable = errorResponse(
+                503, "the upstream of \(name) is unreachable", target: request.target)
+            completion = { stats in
+                if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
+                    out.respond(unreachable)
+                } else {
+                    out.respond(.json(200, stats.json.serialized()))
+                }
+            }
+        }
+        guard service.upload(completion: completion) else {
+            out.respond(errorResponse(409, "an upload of \(name) is already running", target: request.target))
             return
         }
         if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }

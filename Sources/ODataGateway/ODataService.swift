@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfig
 import HTTPServer
 import JSONCore
 import Logging
@@ -34,6 +35,10 @@ public struct ODataMirrorSettings: Sendable {
     public var interval: Duration
     /// Path of the mirror file.
     public var databasePath: String
+    /// `enableRepeatableRequests`: uploaded modifications carry repeatability headers.
+    public var enableRepeatableRequests = true
+    /// `repeatabilityHeaders`: OASIS, SAP or both header names.
+    public var repeatabilityHeaders: RepeatabilityHeaders = .both
 
     /// Creates settings.
     public init(
@@ -64,7 +69,7 @@ public struct ODataDownloadStats: Sendable {
     }
 }
 
-private struct DownloadState {
+struct DownloadState {
     var running = false
     var lastError: String?
     var lastDurationMs: Int?
@@ -104,7 +109,10 @@ public final class ODataService: Sendable {
     let logger: Logger
     /// The gateway's CSRF tokens and its upstream sessions.
     public let csrf = ODataCSRF()
-    private let state = Mutex(DownloadState())
+    let state = Mutex(DownloadState())
+    let uploadState = Mutex(UploadState())
+    /// The durable request queue (offline writes) and the ErrorArchive.
+    public let queue: ODataRequestQueue
     private let wake = ConditionLock()
     /// Called after every download with its outcome (for events).
     private let listeners = Mutex<[@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void]>([])
@@ -126,6 +134,7 @@ public final class ODataService: Sendable {
             try mirror.install(metadata: [UInt8](bytes))
         }
         engine = LocalQueryEngine(mirror: mirror)
+        queue = try ODataRequestQueue(pool: mirror.pool)
         forwarder.attach(self)
     }
 
@@ -169,6 +178,12 @@ public final class ODataService: Sendable {
                 pool.submit { [self] in answerLocally(write, responder, mayForward: false) }
                 return
             }
+            if !isBatch(write), mirror.model != nil,
+                settings.localFirst || !forwarder.reachability.isReachable || queue.count > 0
+            {
+                pool.submit { [self] in answerWriteLocally(write, responder) }
+                return
+            }
             pool.submit { [self] in forwardWrite(write, responder, retried: false) }
             return
         }
@@ -178,7 +193,8 @@ public final class ODataService: Sendable {
         }
         let target = request.target
         let localToken = target.contains("skiptoken=" + LocalSkipToken.prefix)
-        if settings.localFirst || localToken || !forwarder.reachability.isReachable {
+        if settings.localFirst || localToken || !forwarder.reachability.isReachable || readsQueuedSet(request)
+        {
             let r = responder
             pool.submit { [self] in answerLocally(request, r, mayForward: true) }
             return
@@ -209,8 +225,25 @@ public final class ODataService: Sendable {
                 pool.submit { [self] in answerLocally(request, responder, mayForward: false) }
                 return true
             }
+        } else if mirror.model != nil {
+            // Never sent (nothing listens): safe to queue; other failures may have reached the upstream.
+            fallback = { [self] error in
+                guard error.kind == .refused || error.kind == .dns else { return false }
+                pool.submit { [self] in answerWriteLocally(request, responder) }
+                return true
+            }
         }
         forwarder.forward(prepared, watcher, fallback: fallback)
+    }
+
+    /// Whether a read touches an entity set with queued changes (read-your-writes: answered from the mirror).
+    func readsQueuedSet(_ request: HTTPRequest) -> Bool {
+        let n = queue.count
+        guard n > 0 else { return false }
+        let (path, query) = relative(request)
+        if query.contains("expand") { return true }
+        let first = path.prefix { $0 != "(" && $0 != "/" }
+        return queue.holds(String(first))
     }
 
     /// The path under the mount (percent-encoded, no leading `/`) and the raw query.
@@ -384,7 +417,8 @@ public final class ODataService: Sendable {
     /// `settings.interval`, and whenever the upstream becomes reachable again.
     public func start() {
         forwarder.reachability.onChange { [self] up in
-            if up { _ = download(completion: nil) }
+            // Upload first; the upload starts the download when it leaves the queue empty.
+            if up { upload(completion: nil) }
         }
         let thread = Thread { [self] in schedulerLoop() }
         thread.name = "mg-odata-\(forwarder.settings.name)"
@@ -487,6 +521,11 @@ public final class ODataService: Sendable {
 
     func runDownload() throws -> ODataDownloadStats {
         let s = forwarder.settings
+        let queued = queue.count
+        if queued > 0, mirror.lastDownloadAt != nil {
+            throw MirrorError(
+                "\(queued) local changes wait for upload; the mirror is downloaded after the upload")
+        }
         var metadataError: MirrorError?
         do {
             let r = try upstreamGET(s.upstream + "$metadata", accept: "application/xml")
@@ -675,11 +714,13 @@ public final class ODataService: Sendable {
         let s = state.withLock { $0 }
         var o = JSONObject()
         o["reachable"] = .bool(forwarder.reachability.isReachable)
-        o["pendingRequests"] = 0
-        o["inFlight"] = 0
-        o["inDoubt"] = 0
-        o["errorArchive"] = 0
-        o["lastUploadAt"] = .null
+        let u = uploadState.withLock { $0 }
+        o["pendingRequests"] = .int(Int64(queue.count))
+        o["inFlight"] = .int(u.running ? 1 : 0)
+        o["inDoubt"] = .int(Int64(queue.inDoubtCount()))
+        o["errorArchive"] = .int(Int64(queue.archivedCount()))
+        o["uploading"] = .bool(u.running)
+        o["lastUploadAt"] = u.lastUploadAt.map(JSON.string) ?? .null
         o["lastDownloadAt"] = mirror.lastDownloadAt.map(JSON.string) ?? .null
         if let next = s.nextSyncAt {
             let f = ISO8601DateFormatter()

@@ -1,0 +1,226 @@
+import Foundation
+import ODataCore
+import Storage
+import Synchronization
+
+/// One modification waiting in the request queue.
+public struct QueuedRequest: Sendable {
+    /// Position in the queue (FIFO order).
+    public var id: Int64
+    /// The entity set the request changes.
+    public var entitySet: String
+    /// `POST`, `PUT`, `PATCH`, `MERGE` or `DELETE`.
+    public var method: String
+    /// Path and query relative to the service root (percent-encoded), e.g. `Products(-1)`.
+    public var url: String
+    /// The body exactly as the client sent it (later rewritten when a local key is replaced).
+    public var body: [UInt8]
+    /// The client's `Content-Type`.
+    public var contentType: String?
+    /// The writer's `Authorization` header (never logged).
+    public var authorization: String?
+    /// `If-Match` to send: the client's own, else the mirror's ETag at enqueue time.
+    public var ifMatch: String?
+    /// For a create with a gateway-minted key: the key predicate, e.g. `(-1)` or `('local-…')`.
+    public var localKey: String?
+    /// The gateway root the client used (to map URLs in the body to the upstream).
+    public var gatewayRoot: String
+    /// Repeatability request ID, fixed at enqueue time.
+    public var requestID: String
+    /// Repeatability first-sent time (IMF-fixdate), fixed at enqueue time.
+    public var firstSent: String
+    /// Upload attempts so far that ended with a `500`.
+    public var attempts: Int
+}
+
+/// The durable request queue and the ErrorArchive of one OData service, stored in the service's mirror
+/// file (`_mg_queue`, `_mg_ErrorArchive`, `_mg_keymap`).
+///
+/// Promises: a queued request is appended in the same transaction as its effect on the mirror, with
+/// `synchronous=FULL` for that transaction (fsynced before the caller answers); rows leave the queue only
+/// by ``remove(_:in:)`` (after a 2xx) or ``archive(_:status:code:message:body:in:)`` (in one transaction
+/// with the ErrorArchive insert); the pending count per entity set is kept in memory for routing.
+public final class ODataRequestQueue: Sendable {
+    let pool: DatabasePool
+    private let pending = Mutex<[String: Int]>([:])
+
+    /// Creates the tables when missing and loads the pending counts.
+    public init(pool: DatabasePool) throws {
+        self.pool = pool
+        try pool.write { db in
+            try db.execute(
+                """
+                CREATE TABLE IF NOT EXISTS "_mg_queue" (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                  entitySet TEXT NOT NULL, method TEXT NOT NULL, url TEXT NOT NULL, body BLOB NOT NULL,
+                  contentType TEXT, authorization TEXT, ifMatch TEXT, localKey TEXT, gatewayRoot TEXT NOT NULL,
+                  requestID TEXT NOT NULL, firstSent TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                  createdAt TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS "_mg_ErrorArchive" (RequestID TEXT PRIMARY KEY, CustomTag TEXT,
+                  HTTPStatusCode INTEGER NOT NULL, Code TEXT, Message TEXT, InnerError TEXT, Domain TEXT,
+                  RequestMethod TEXT NOT NULL, RequestURL TEXT NOT NULL, RequestBody TEXT,
+                  EntitySet TEXT NOT NULL, ArchivedAt TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS "_mg_keymap" (entitySet TEXT NOT NULL, localKey TEXT NOT NULL,
+                  serverKey TEXT NOT NULL, PRIMARY KEY (entitySet, localKey));
+                """)
+        }
+        let counts = try pool.read { db in
+            try db.query(#"SELECT entitySet, COUNT(*) FROM "_mg_queue" GROUP BY entitySet"#)
+        }
+        pending.withLock { p in
+            for row in counts { if let s = row[0].string { p[s] = row[1].int ?? 0 } }
+        }
+    }
+
+    /// Number of queued requests.
+    public var count: Int { pending.withLock { $0.values.reduce(0, +) } }
+
+    /// Whether requests for `set` are queued.
+    public func holds(_ set: String) -> Bool { pending.withLock { ($0[set] ?? 0) > 0 } }
+
+    /// Runs `body` and appends the request it returns (its `id` ignored) in one immediate transaction on the writer
+    /// connection with `synchronous=FULL`; returns what `body` returned.
+    func append<T>(_ body: (Database) throws -> (QueuedRequest, T)) throws -> T {
+        let (request, result) = try pool.write { db -> (QueuedRequest, T) in
+            try db.execute("PRAGMA synchronous=FULL")
+            defer { try? db.execute("PRAGMA synchronous=NORMAL") }
+            return try db.transaction(.immediate) {
+                let (request, r) = try body(db)
+                try db.run(
+                    """
+                    INSERT INTO "_mg_queue" (entitySet, method, url, body, contentType, authorization, ifMatch,
+                      localKey, gatewayRoot, requestID, firstSent, createdAt) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+                    """,
+                    [
+                        .text(request.entitySet), .text(request.method), .text(request.url),
+                        .blob(request.body),
+                        SQLValue(request.contentType), SQLValue(request.authorization),
+                        SQLValue(request.ifMatch),
+                        SQLValue(request.localKey), .text(request.gatewayRoot), .text(request.requestID),
+                        .text(request.firstSent), .text(iso8601Now()),
+                    ])
+                return (request, r)
+            }
+        }
+        pending.withLock { $0[request.entitySet, default: 0] += 1 }
+        return result
+    }
+
+    /// The oldest queued request.
+    public func first() throws -> QueuedRequest? {
+        try pool.read { db in
+            try db.query(
+                """
+                SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
+                  requestID, firstSent, attempts FROM "_mg_queue" ORDER BY id LIMIT 1
+                """
+            ).first.map { r in
+                QueuedRequest(
+                    id: r[0].int64 ?? 0, entitySet: r[1].string ?? "", method: r[2].string ?? "",
+                    url: r[3].string ?? "", body: r[4].bytes ?? [], contentType: r[5].string,
+                    authorization: r[6].string, ifMatch: r[7].string, localKey: r[8].string,
+                    gatewayRoot: r[9].string ?? "", requestID: r[10].string ?? "",
+                    firstSent: r[11].string ?? "",
+                    attempts: r[12].int ?? 0)
+            }
+        }
+    }
+
+    /// Counts one more `500` for `request`.
+    func countAttempt(_ request: QueuedRequest) throws {
+        try pool.write { db in
+            try db.run(
+                #"UPDATE "_mg_queue" SET attempts = attempts + 1 WHERE id = ?"#, [.integer(request.id)])
+        }
+    }
+
+    /// Removes an uploaded request inside `db`'s current transaction.
+    func remove(_ request: QueuedRequest, in db: Database) throws {
+        try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
+    }
+
+    /// Call after the transaction that removed or archived `request` committed.
+    func didLeave(_ request: QueuedRequest) {
+        pending.withLock { p in
+            let n = (p[request.entitySet] ?? 1) - 1
+            p[request.entitySet] = n > 0 ? n : nil
+        }
+    }
+
+    /// Moves `request` to the ErrorArchive inside `db`'s current transaction.
+    func archive(
+        _ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?, in db: Database
+    ) throws {
+        try db.run(
+            """
+            INSERT OR REPLACE INTO "_mg_ErrorArchive" (RequestID, CustomTag, HTTPStatusCode, Code, Message,
+              InnerError, Domain, RequestMethod, RequestURL, RequestBody, EntitySet, ArchivedAt)
+              VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(request.requestID), .integer(Int64(status)), SQLValue(code), SQLValue(message),
+                SQLValue(body), .text(status == 0 ? "mirrorgate" : "upstream"), .text(request.method),
+                .text(request.url), .text(String(decoding: request.body, as: UTF8.self)),
+                .text(request.entitySet), .text(iso8601Now()),
+            ])
+        try remove(request, in: db)
+    }
+
+    /// Number of ErrorArchive entries.
+    public func archivedCount() -> Int {
+        ((try? pool.read { db in try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive""#) }) ?? nil)?.int
+            ?? 0
+    }
+
+    /// ErrorArchive entries held in doubt (`MG_IN_DOUBT`).
+    public func inDoubtCount() -> Int {
+        ((try? pool.read { db in
+            try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive" WHERE Code = 'MG_IN_DOUBT'"#)
+        }) ?? nil)?.int ?? 0
+    }
+
+    /// ErrorArchive entries as `{RequestID, HTTPStatusCode, Code, Message, RequestMethod, RequestURL}`.
+    public func archived() -> [[String: String]] {
+        let rows =
+            (try? pool.read { db in
+                try db.query(
+                    #"SELECT RequestID, HTTPStatusCode, Code, Message, RequestMethod, RequestURL FROM "_mg_ErrorArchive" ORDER BY ArchivedAt"#
+                )
+            }) ?? []
+        return rows.map { r in
+            [
+                "RequestID": r[0].string ?? "", "HTTPStatusCode": String(r[1].int ?? 0),
+                "Code": r[2].string ?? "",
+                "Message": r[3].string ?? "", "RequestMethod": r[4].string ?? "",
+                "RequestURL": r[5].string ?? "",
+            ]
+        }
+    }
+
+    /// Inside `db`'s transaction: every later queued request's URL and body with `old` (a key predicate like
+    /// `(-1)`, preceded by `set`) replaced by `new`; string local keys are replaced wherever they appear.
+    func replaceKey(set: String, old: String, new: String, stringKey: String?, in db: Database) throws {
+        let rows = try db.query(#"SELECT id, url, body FROM "_mg_queue""#)
+        for r in rows {
+            guard let id = r[0].int64, let url = r[1].string else { continue }
+            var newURL = url.replacingOccurrences(of: set + old, with: set + new)
+            var body = String(decoding: r[2].bytes ?? [], as: UTF8.self)
+            body = body.replacingOccurrences(of: set + old, with: set + new)
+            if let stringKey, let serverString = Self.unquote(new) {
+                newURL = newURL.replacingOccurrences(of: stringKey, with: serverString)
+                body = body.replacingOccurrences(of: stringKey, with: serverString)
+            }
+            try db.run(
+                #"UPDATE "_mg_queue" SET url = ?, body = ? WHERE id = ?"#,
+                [.text(newURL), .blob(Array(body.utf8)), .integer(id)])
+        }
+        try db.run(
+            #"INSERT OR REPLACE INTO "_mg_keymap" (entitySet, localKey, serverKey) VALUES (?, ?, ?)"#,
+            [.text(set), .text(old), .text(new)])
+    }
+
+    /// `('abc')` → `abc`; nil for other predicates.
+    static func unquote(_ predicate: String) -> String? {
+        guard predicate.hasPrefix("('"), predicate.hasSuffix("')") else { return nil }
+        return String(predicate.dropFirst(2).dropLast(2)).replacingOccurrences(of: "''", with: "'")
+    }
+}

@@ -1,0 +1,323 @@
+import Foundation
+import HTTPServer
+import JSONCore
+import Logging
+import ODataCore
+import Proxying
+import Storage
+import Synchronization
+import Upstream
+
+/// The outcome of one upload run.
+public struct ODataUploadStats: Sendable {
+    /// Requests the upstream accepted (2xx).
+    public var uploaded = 0
+    /// Requests moved to the ErrorArchive with the upstream's error.
+    public var failed = 0
+    /// Requests held in the ErrorArchive because their outcome is unknown (`MG_IN_DOUBT`).
+    public var inDoubt = 0
+    /// Requests still queued after the run.
+    public var remaining = 0
+    /// Wall time.
+    public var durationMs = 0
+    /// True when the run stopped because the upstream could not be reached (or answered 502/503/504/429).
+    public var interrupted = false
+    /// `{uploaded, failed, inDoubt, remaining, durationMs}`.
+    public var json: JSON {
+        [
+            "uploaded": .int(Int64(uploaded)), "failed": .int(Int64(failed)), "inDoubt": .int(Int64(inDoubt)),
+            "remaining": .int(Int64(remaining)), "durationMs": .int(Int64(durationMs)),
+        ]
+    }
+}
+
+struct UploadState {
+    var running = false
+    var lastUploadAt: String?
+    var backoff: Double = 0
+    var retryScheduled = false
+    var repeatabilitySeen = false
+}
+
+extension ODataService {
+    /// Starts an upload of the queue on a background thread (then a download when anything was uploaded
+    /// or the queue is empty); false when one is already running.
+    @discardableResult
+    public func upload(completion: (@Sendable (ODataUploadStats) -> Void)?) -> Bool {
+        let started = uploadState.withLock { s -> Bool in
+            if s.running { return false }
+            s.running = true
+            return true
+        }
+        guard started else { return false }
+        let thread = Thread { [self] in
+            let begin = Date()
+            var stats = runUpload()
+            stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
+            stats.remaining = queue.count
+            let retryIn = uploadState.withLock { s -> Double? in
+                s.running = false
+                if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
+                if stats.interrupted, stats.remaining > 0 {
+                    s.backoff = min(60, max(1, s.backoff * 2))
+                    if s.retryScheduled { return nil }
+                    s.retryScheduled = true
+                    return s.backoff
+                }
+                s.backoff = 0
+                return nil
+            }
+            if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
+                logger.info(
+                    "odata upload",
+                    metadata: [
+                        "service": "\(forwarder.settings.name)", "uploaded": "\(stats.uploaded)",
+                        "failed": "\(stats.failed)", "inDoubt": "\(stats.inDoubt)",
+                        "remaining": "\(stats.remaining)",
+                    ])
+            }
+            if let retryIn {
+                let delay = retryIn * Double.random(in: 0.8...1.2)
+                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+                    uploadState.withLock { $0.retryScheduled = false }
+                    if queue.count > 0, !(state.withLock { $0.stopped }) { upload(completion: nil) }
+                }
+            }
+            if !stats.interrupted, stats.remaining == 0 { _ = download(completion: nil) }
+            completion?(stats)
+        }
+        thread.name = "mg-odata-upload"
+        thread.start()
+        return true
+    }
+
+    /// Blocking: sends queued requests FIFO until the queue is empty or the upstream is unavailable.
+    func runUpload() -> ODataUploadStats {
+        var stats = ODataUploadStats()
+        while let request = try? queue.first() {
+            switch send(request) {
+            case .done: stats.uploaded += 1
+            case .failed: stats.failed += 1
+            case .inDoubt: stats.inDoubt += 1
+            case .stop:
+                stats.interrupted = true
+                return stats
+            }
+        }
+        return stats
+    }
+
+    enum SendOutcome { case done, failed, inDoubt, stop }
+
+    /// Sends one queued request (500 retried up to three times) and records its outcome durably.
+    func send(_ request: QueuedRequest) -> SendOutcome {
+        let s = forwarder.settings
+        let map = ODataURLMap(gatewayRoot: request.gatewayRoot, upstreamRoot: s.upstream)
+        var attempt = request
+        var csrfRetried = false
+        while true {
+            var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+            if let ct = request.contentType { headers.append(("Content-Type", ct)) }
+            if version == .v4 {
+                headers.append(("OData-Version", "4.0"))
+                headers.append(("OData-MaxVersion", "4.0"))
+            }
+            if let ifMatch = request.ifMatch { headers.append(("If-Match", ifMatch)) }
+            if settings.enableRepeatableRequests {
+                if settings.repeatabilityHeaders != .sap {
+                    headers.append(("Repeatability-Request-ID", request.requestID))
+                    headers.append(("Repeatability-First-Sent", request.firstSent))
+                }
+                if settings.repeatabilityHeaders != .oasis {
+                    headers.append(("RequestID", request.requestID))
+                    headers.append(("RepeatabilityCreation", request.firstSent))
+                }
+            }
+            var carrier = HTTPRequest(method: request.method, target: s.mount + request.url)
+            if let auth = request.authorization { carrier.headers.set("Authorization", auth) }
+            let prepared = csrf.prepare(carrier, settings: s, client: client)
+            for (k, v) in prepared.headers { headers.append((name: k, value: v)) }
+            headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
+            if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
+                headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
+            }
+            let body = request.body.isEmpty ? [] : map.toUpstream.apply(request.body)
+            let upstream = UpstreamRequest(
+                method: request.method, url: forwarder.upstreamURL(for: s.mount + request.url),
+                headers: headers,
+                body: body, connectTimeout: s.connectTimeout, timeout: s.timeout)
+            let response: UpstreamResponse
+            do {
+                response = try client.perform(upstream)
+            } catch {
+                forwarder.reachability.reportFailure(error.description)
+                let unknown = error.kind == .connectionLost || error.kind == .timeout
+                let seen = uploadState.withLock { $0.repeatabilitySeen }
+                if unknown, !seen, ["POST", "PATCH", "MERGE"].contains(request.method) {
+                    archive(
+                        request, status: 0, code: "MG_IN_DOUBT",
+                        message: "the connection was lost after the request was sent; its outcome is unknown",
+                        body: nil)
+                    return .inDoubt
+                }
+                return .stop
+            }
+            forwarder.reachability.reportSuccess()
+            if response.header("Repeatability-Result") != nil || response.header("RepeatabilityResult") != nil
+            {
+                uploadState.withLock { $0.repeatabilitySeen = true }
+            }
+            let status = response.status
+            if status == 403, !csrfRetried, response.header("x-csrf-token")?.lowercased() == "required" {
+                csrfRetried = true
+                csrf.forget(carrier)
+                continue
+            }
+            if (200..<300).contains(status) {
+                finish(
+                    request, body: response.body,
+                    location: response.header("Location") ?? response.header("OData-EntityId"))
+                return .done
+            }
+            if [502, 503, 504, 429].contains(status) { return .stop }
+            if status == 500, attempt.attempts < 2 {
+                try? queue.countAttempt(attempt)
+                attempt.attempts += 1
+                Thread.sleep(forTimeInterval: 0.2 * Double(attempt.attempts))
+                continue
+            }
+            let (code, message) = Self.errorDetails(response.body)
+            archive(
+                request, status: status, code: code, message: message,
+                body: String(decoding: response.body.prefix(4096), as: UTF8.self))
+            return .failed
+        }
+    }
+
+    /// `(code, message)` of a V2/V4 OData error body.
+    static func errorDetails(_ body: [UInt8]) -> (String?, String?) {
+        guard let json = try? RawJSON.parse(body), let e = json["error"] else { return (nil, nil) }
+        let message = e["message"]?.string ?? e["message"]?["value"]?.string
+        return (e["code"]?.string, message)
+    }
+
+    func archive(_ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?) {
+        do {
+            try mirror.pool.write { db in
+                try db.transaction(.immediate) {
+                    try queue.archive(
+                        request, status: status, code: code, message: message, body: body, in: db)
+                }
+            }
+            queue.didLeave(request)
+        } catch {
+            logger.error(
+                "odata upload: cannot archive a request",
+                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
+        }
+        logger.warning(
+            "odata upload: request moved to the ErrorArchive",
+            metadata: [
+                "service": "\(forwarder.settings.name)", "method": "\(request.method)", "status": "\(status)",
+                "code": "\(code ?? "")",
+            ])
+    }
+
+    /// After a 2xx: removes the request; for a create with a local key, the server's key replaces it in
+    /// the mirror and in later queued requests.
+    func finish(_ request: QueuedRequest, body: [UInt8], location: String?) {
+        var serverKey: String?
+        var serverEntity: [(String, RawJSON)]?
+        let m = mirror.model
+        if request.localKey != nil, let m, let layout = m.layouts[request.entitySet] {
+            let keys = m.model.keyProperties(of: layout.entityType)
+            if let json = try? RawJSON.parse(body) {
+                var object = json
+                if let d = json["d"] { object = d["results"] ?? d }
+                if let members = object.members, keys.allSatisfy({ k in members.contains { $0.0 == k.name } })
+                {
+                    serverEntity = members
+                    serverKey = Self.keyPredicate(members, keys, version: m.version)
+                }
+            }
+            if serverKey == nil, let location, let open = location.lastIndex(of: "("), location.hasSuffix(")")
+            {
+                serverKey = String(location[open...])
+            }
+        }
+        do {
+            try mirror.pool.write { db in
+                try db.transaction(.immediate) {
+                    try queue.remove(request, in: db)
+                    guard let old = request.localKey, let new = serverKey, let m,
+                        let layout = m.layouts[request.entitySet]
+                    else { return }
+                    try queue.replaceKey(
+                        set: request.entitySet, old: old, new: new,
+                        stringKey: ODataRequestQueue.unquote(old), in: db)
+                    try replaceMirrorKey(
+                        db, model: m, layout: layout, old: old, new: new, entity: serverEntity)
+                }
+            }
+            queue.didLeave(request)
+        } catch {
+            logger.error(
+                "odata upload: cannot record an uploaded request",
+                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
+        }
+    }
+
+    /// Rewrites the locally created row: the server's entity when the response carried it, else the local
+    /// row with the server's key.
+    private func replaceMirrorKey(
+        _ db: Database, model m: MirrorModel, layout: MirrorSetLayout, old: String, new: String,
+        entity: [(String, RawJSON)]?
+    ) throws {
+        let table = q(layout.set.name)
+        let keys = m.model.keyProperties(of: layout.entityType)
+        guard keys.count == 1, let oldLiteral = Self.parseKeyLiteral(old, keys[0], m.version),
+            let newLiteral = Self.parseKeyLiteral(new, keys[0], m.version)
+        else { return }
+        let keyColumn = q(keys[0].name)
+        let oldValue = writeValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
+        guard
+            let row = try db.query("SELECT \"_json\" FROM \(table) WHERE \(keyColumn) = ?", [oldValue]).first
+        else { return }
+        var properties = (try? RawJSON.parse(row[0].string ?? "{}"))?.members ?? []
+        if let entity {
+            properties = entity.filter {
+                $0.0 != "__metadata" && !$0.0.contains("@")
+                    && m.model.navigationProperty(named: $0.0, in: layout.entityType)
+                        == nil
+            }
+        } else if let i = properties.firstIndex(where: { $0.0 == keys[0].name }) {
+            let newValue = writeValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
+            switch newValue {
+            case .integer(let n): properties[i].1 = .number(String(n))
+            case .text(let t): properties[i].1 = .string(t)
+            default: break
+            }
+        }
+        try db.run("DELETE FROM \(table) WHERE \(keyColumn) = ?", [oldValue])
+        let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
+        let values: [SQLValue] =
+            [.text(RawJSON.object(properties).serialized()), .null, .text("local")]
+            + layout.columns.map {
+                ODataMirror.columnValue(ODataMirror.lookup(properties, $0.path), $0.type, m.version)
+            }
+        try db.run(
+            "INSERT OR REPLACE INTO \(table) (\(names.joined(separator: ", "))) VALUES ("
+                + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")", values)
+    }
+
+    /// `(42)` / `('x')` → the literal of a single-property key.
+    static func parseKeyLiteral(_ predicate: String, _ key: EdmProperty, _ version: ODataVersion)
+        -> ODataLiteral?
+    {
+        guard predicate.hasPrefix("("), predicate.hasSuffix(")") else { return nil }
+        var inner = String(predicate.dropFirst().dropLast())
+        if inner.hasPrefix(key.name + "=") { inner = String(inner.dropFirst(key.name.count + 1)) }
+        let decoded = inner.removingPercentEncoding ?? inner
+        return try? ODataLiteral.parse(decoded, version: version)
+    }
+}

@@ -1,0 +1,148 @@
+"""OData writes offline (SPEC §4, issue 6): with the upstream stopped, single-request creates, updates and
+deletes are applied to the mirror and appended to the durable request queue before they are answered;
+they survive `kill -9` of the gateway; when the upstream is back, the queue is uploaded in order and the
+upstream holds exactly the expected state (one created entity, not two).
+
+Upstream: odatapy's Northwind V4 (server-generated integer keys for Products, ETags).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import requests
+from harness import request
+from test_odata_offline import MOUNT, nw_config, wait_downloaded
+
+JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
+
+
+def status_of(gw) -> dict:
+    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
+    assert st == 200, body
+    return json.loads(body)["odata"]["services"]["nw"]
+
+
+def upstream_products(up) -> dict:
+    r = requests.get(up.root + "Products?$orderby=ProductID", headers={"Accept": "application/json"}, timeout=10)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    items = list(doc["value"])
+    while doc.get("@odata.nextLink"):
+        doc = requests.get(doc["@odata.nextLink"], headers={"Accept": "application/json"}, timeout=10).json()
+        items += doc["value"]
+    return {p["ProductID"]: p for p in items}
+
+
+def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, odata_upstream, tmp_path):
+    from upstreams.odata_northwind import ODataUpstream
+
+    up = odata_upstream
+    config = nw_config(up.root)
+    config["dataDir"] = str(tmp_path / "data")
+    gw = gateway_factory(config)
+    wait_downloaded(gw, "nw")
+    before = upstream_products(up)
+    assert len(before) == 7
+    up.stop()
+
+    # Create, update, delete while the upstream is down.
+    r = requests.post(
+        gw.url(MOUNT + "Products"),
+        json={"ProductName": "Offline Tea", "UnitPrice": 12.5, "Discontinued": False},
+        headers=JSON_HEADERS,
+        timeout=10,
+    )
+    assert r.status_code == 201, r.text
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    assert r.headers["Location"] == gw.url(MOUNT + "Products(-1)")
+    created = r.json()
+    assert created["ProductID"] == -1 and created["ProductName"] == "Offline Tea"
+    r = requests.patch(gw.url(MOUNT + "Products(2)"), json={"UnitPrice": 20}, headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 204, r.text
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    r = requests.delete(gw.url(MOUNT + "Products(3)"), headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 204, r.text
+
+    def read_back(g):
+        r = requests.get(g.url(MOUNT + "Products(-1)"), headers={"Accept": "application/json"}, timeout=10)
+        assert r.status_code == 200, r.text
+        assert r.headers["X-Mirrorgate-Origin"] == "local"
+        assert r.json()["ProductName"] == "Offline Tea"
+        r = requests.get(
+            g.url(MOUNT + "Products?$filter=ProductName eq 'Offline Tea'"),
+            headers={"Accept": "application/json"},
+            timeout=10,
+        )
+        assert [p["ProductID"] for p in r.json()["value"]] == [-1]
+        r = requests.get(g.url(MOUNT + "Products(2)"), headers={"Accept": "application/json"}, timeout=10)
+        assert float(r.json()["UnitPrice"]) == 20
+        r = requests.get(g.url(MOUNT + "Products(3)"), headers={"Accept": "application/json"}, timeout=10)
+        assert r.status_code == 404
+        r = requests.get(g.url(MOUNT + "Products/$count"), timeout=10)
+        assert r.text == "7"
+
+    read_back(gw)
+    assert status_of(gw)["pendingRequests"] == 3
+
+    # Durability: kill -9, restart on the same dataDir.
+    os.kill(gw.proc.pid, signal.SIGKILL)
+    gw.proc.wait(timeout=5)
+    gw.expect_exit = -9
+    gw2 = gateway_factory(config, name="gw2")
+    assert status_of(gw2)["pendingRequests"] == 3
+    read_back(gw2)
+
+    # The upstream comes back (fresh data, same port); upload.
+    up2 = ODataUpstream(port=up.port, page_size=5, etags=True).start()
+    try:
+        st, _, body = request(
+            "POST", gw2.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw2.admin_headers(), timeout=30
+        )
+        if st == 200:
+            result = json.loads(body)
+            assert result["failed"] == 0 and result["inDoubt"] == 0, result
+            assert result["remaining"] == 0, result
+        else:
+            assert st == 409, body  # the reachability tracker already started one
+        deadline = time.time() + 20
+        while time.time() < deadline and status_of(gw2)["pendingRequests"] != 0:
+            time.sleep(0.1)
+        s = status_of(gw2)
+        assert s["pendingRequests"] == 0 and s["errorArchive"] == 0, s
+
+        after = upstream_products(up2)
+        teas = [p for p in after.values() if p["ProductName"] == "Offline Tea"]
+        assert len(teas) == 1, after  # exactly once
+        assert teas[0]["ProductID"] > 0
+        assert 3 not in after
+        assert float(after[2]["UnitPrice"]) == 20
+        assert set(after) == (set(before) - {3}) | {teas[0]["ProductID"]}
+
+        posts = [r for r in up2.records if r.method == "POST"]
+        assert len(posts) == 1
+        assert posts[0].headers.get("Repeatability-Request-Id")
+        assert posts[0].headers.get("Repeatability-First-Sent")
+        assert posts[0].headers.get("Requestid")
+        writes = [r.method for r in up2.records if r.method in ("POST", "PATCH", "DELETE")]
+        assert writes == ["POST", "PATCH", "DELETE"]  # FIFO
+
+        # The mirror is downloaded after the upload: the server key replaced the local one.
+        deadline = time.time() + 20
+        ids: list = []
+        while time.time() < deadline:
+            r = requests.get(
+                gw2.url(MOUNT + "Products?$filter=ProductName eq 'Offline Tea'"),
+                headers={"Accept": "application/json"},
+                timeout=10,
+            )
+            ids = [p["ProductID"] for p in r.json()["value"]]
+            if ids == [teas[0]["ProductID"]]:
+                break
+            time.sleep(0.1)
+        assert ids == [teas[0]["ProductID"]]
+    finally:
+        up2.stop()

@@ -1,0 +1,164 @@
+import Foundation
+import HTTPServer
+import Logging
+import Storage
+import Testing
+import Upstream
+
+@testable import ODataGateway
+
+private let v4Metadata = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+      <edmx:DataServices>
+        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+          <EntityType Name="Product">
+            <Key><PropertyRef Name="ID"/></Key>
+            <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+            <Property Name="Name" Type="Edm.String"/>
+            <Property Name="Price" Type="Edm.Decimal" Scale="2"/>
+          </EntityType>
+          <EntityType Name="Note">
+            <Key><PropertyRef Name="Code"/></Key>
+            <Property Name="Code" Type="Edm.String" Nullable="false"/>
+            <Property Name="Text" Type="Edm.String"/>
+          </EntityType>
+          <EntityContainer Name="C">
+            <EntitySet Name="Products" EntityType="S.Product"/>
+            <EntitySet Name="Notes" EntityType="S.Note"/>
+          </EntityContainer>
+        </Schema>
+      </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
+/// A service whose upstream never answers (port 9), mirrored from bootstrap files.
+private func makeService(dir: String? = nil) throws -> (ODataService, String) {
+    let dir =
+        dir
+        ?? FileManager.default.temporaryDirectory.appendingPathComponent("odwrite-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    try Data(v4Metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
+    try Data(#"{"value":[{"ID":1,"Name":"Chai","Price":18.5},{"ID":2,"Name":"Chang","Price":19}]}"#.utf8)
+        .write(to: URL(fileURLWithPath: dir + "/products.json"))
+    UpstreamClient.globalInit()
+    let forwarder = ODataForwarder(
+        settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
+        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+    let service = try ODataService(
+        forwarder: forwarder,
+        settings: ODataMirrorSettings(
+            localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
+            bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
+            databasePath: dir + "/mirror.sqlite"),
+        client: UpstreamClient(), pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
+    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
+    return (service, dir)
+}
+
+private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "")
+    -> HTTPResponse
+{
+    service.localWriteResponse(
+        HTTPRequest(
+            method: method, target: target,
+            headers: ["Host": "gw", "Content-Type": "application/json", "Authorization": "Basic dTpw"],
+            body: Array(body.utf8)))
+}
+
+private func text(_ r: HTTPResponse) -> String {
+    guard case .bytes(let b) = r.body else { return "" }
+    return String(decoding: b, as: UTF8.self)
+}
+
+private func get(_ service: ODataService, _ target: String) -> (Int, String) {
+    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: ["Host": "gw"]))
+    return (r.status, text(r))
+}
+
+@Test func localWritesApplyToTheMirrorAndQueueInOrder() throws {
+    let (service, _) = try makeService()
+    let created = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea","Price":3.5}"#)
+    #expect(created.status == 201)
+    #expect(created.headers["Location"] == "http://gw/odata/s/Products(-1)")
+    #expect(text(created).contains(#""ID":-1"#))
+    let second = write(service, "POST", "/odata/s/Products", #"{"Name":"Coffee"}"#)
+    #expect(second.headers["Location"] == "http://gw/odata/s/Products(-2)")
+    let note = write(service, "POST", "/odata/s/Notes", #"{"Text":"hello"}"#)
+    #expect(note.status == 201)
+    #expect(note.headers["Location"]?.contains("Notes('local-") == true)
+    #expect(write(service, "PATCH", "/odata/s/Products(2)", #"{"Price":25}"#).status == 204)
+    #expect(write(service, "DELETE", "/odata/s/Products(1)").status == 204)
+    #expect(write(service, "DELETE", "/odata/s/Products(99)").status == 404)
+    #expect(write(service, "POST", "/odata/s/Products", "not json").status == 400)
+
+    #expect(get(service, "/odata/s/Products(-1)").1.contains(#""Name":"Tea""#))
+    #expect(get(service, "/odata/s/Products?$filter=Price%20gt%2020").1.contains(#""Name":"Chang""#))
+    #expect(get(service, "/odata/s/Products(1)").0 == 404)
+    #expect(get(service, "/odata/s/Products/$count").1 == "3")
+
+    #expect(service.queue.count == 5)
+    #expect(service.queue.holds("Products") && service.queue.holds("Notes"))
+    let first = try #require(try service.queue.first())
+    #expect(first.method == "POST" && first.url == "Products" && first.localKey == "(-1)")
+    #expect(first.authorization == "Basic dTpw")
+    #expect(!first.requestID.isEmpty && first.firstSent.hasSuffix(" GMT"))
+    // Rows the client cannot see: they stay queued until a 2xx removes them.
+    let rows = try service.mirror.pool.read { db in
+        try db.query(#"SELECT method, url, ifMatch FROM "_mg_queue" ORDER BY id"#)
+    }
+    #expect(rows.map { $0[0].string ?? "" } == ["POST", "POST", "POST", "PATCH", "DELETE"])
+    #expect(rows[3][2].string == "*")  // no ETag in the mirror, none from the client
+}
+
+@Test func theQueueSurvivesReopeningTheFile() throws {
+    let (service, dir) = try makeService()
+    _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    _ = write(service, "PATCH", "/odata/s/Products(-1)", #"{"Name":"Green tea"}"#)
+    let (reopened, _) = try makeService(dir: dir)
+    #expect(reopened.queue.count == 2)
+    #expect(get(reopened, "/odata/s/Products(-1)").1.contains("Green tea"))
+    // Minted keys are never reused.
+    #expect(
+        write(reopened, "POST", "/odata/s/Products", #"{"Name":"x"}"#).headers["Location"]?.hasSuffix("(-2)")
+            == true)
+}
+
+@Test func anUploadedCreateReplacesItsLocalKeyEverywhere() throws {
+    let (service, _) = try makeService()
+    _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    _ = write(service, "PATCH", "/odata/s/Products(-1)", #"{"Name":"Green tea"}"#)
+    let create = try #require(try service.queue.first())
+    service.finish(
+        create, body: Array(#"{"ID":42,"Name":"Tea","Price":null}"#.utf8),
+        location: "http://up/svc/Products(42)")
+    #expect(service.queue.count == 1)
+    let patch = try #require(try service.queue.first())
+    #expect(patch.url == "Products(42)")
+    #expect(get(service, "/odata/s/Products(42)").0 == 200)
+    #expect(get(service, "/odata/s/Products(-1)").0 == 404)
+}
+
+@Test func rejectedRequestsGoToTheErrorArchive() throws {
+    let (service, _) = try makeService()
+    _ = write(service, "DELETE", "/odata/s/Products(2)")
+    let request = try #require(try service.queue.first())
+    service.archive(request, status: 400, code: "BAD", message: "no", body: "{}")
+    #expect(service.queue.count == 0)
+    #expect(service.queue.archivedCount() == 1)
+    let entry = try #require(service.queue.archived().first)
+    #expect(entry["HTTPStatusCode"] == "400" && entry["RequestMethod"] == "DELETE")
+    #expect(entry["RequestURL"] == "Products(2)" && entry["Code"] == "BAD")
+    #expect(
+        ODataService.errorDetails(Array(#"{"error":{"code":"C","message":{"value":"m"}}}"#.utf8)) == (
+            "C", "m"
+        ))
+}
+
+@Test func uploadAgainstAnUnreachableUpstreamKeepsTheQueue() throws {
+    let (service, _) = try makeService()
+    _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    let stats = service.runUpload()
+    #expect(stats.interrupted && stats.uploaded == 0)
+    #expect(service.queue.count == 1)
+}
