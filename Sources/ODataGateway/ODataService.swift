@@ -156,7 +156,30 @@ public final class ODataService: Sendable {
             adjusted.headers.remove("X-CSRF-Token")
             answer = CSRFTokenResponder(inner: answer, token: csrf.gatewayToken)
         }
+        if let resolved = resolvingUploadedLocalKey(adjusted) { adjusted = resolved }
         route(adjusted, answer)
+    }
+
+    /// A request addressing `Set(localKey)` of an entity created offline and since uploaded, readdressed
+    /// to the server's key (the old local URL keeps resolving); nil when nothing changes.
+    func resolvingUploadedLocalKey(_ request: HTTPRequest) -> HTTPRequest? {
+        let target = request.target
+        guard target.contains("(-") || target.contains("local-") else { return nil }
+        let (path, query) = relative(request)
+        guard let open = path.firstIndex(of: "("), let close = path[open...].firstIndex(of: ")") else {
+            return nil
+        }
+        let set = String(path[..<open])
+        let raw = String(path[open...close])
+        let local = raw.removingPercentEncoding ?? raw
+        guard local.hasPrefix("(-") || local.hasPrefix("('local-"),
+            let server = queue.serverKey(set: set, local: local)
+        else { return nil }
+        var resolved = request
+        resolved.target =
+            forwarder.settings.mount + set + server + String(path[path.index(after: close)...])
+            + (query.isEmpty ? "" : "?" + query)
+        return resolved
     }
 
     private func route(_ request: HTTPRequest, _ responder: any Responder) {

@@ -218,6 +218,15 @@ public final class ODataRequestQueue: Sendable {
             [.text(set), .text(old), .text(new)])
     }
 
+    /// The server key predicate that replaced local key predicate `local` of `set` after its upload.
+    public func serverKey(set: String, local: String) -> String? {
+        ((try? pool.read { db in
+            try db.scalar(
+                #"SELECT serverKey FROM "_mg_keymap" WHERE entitySet = ? AND localKey = ?"#,
+                [.text(set), .text(local)])
+        }) ?? nil)?.string
+    }
+
     /// `('abc')` → `abc`; nil for other predicates.
     static func unquote(_ predicate: String) -> String? {
         guard predicate.hasPrefix("('"), predicate.hasSuffix("')") else { return nil }

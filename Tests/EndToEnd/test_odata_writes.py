@@ -144,5 +144,113 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
                 break
             time.sleep(0.1)
         assert ids == [teas[0]["ProductID"]]
+        # The local URL keeps answering, now with the server's entity.
+        r = requests.get(gw2.url(MOUNT + "Products(-1)"), headers={"Accept": "application/json"}, timeout=10)
+        assert r.status_code == 200 and r.json()["ProductID"] == teas[0]["ProductID"], r.text
     finally:
         up2.stop()
+
+
+# ---------------------------------------------------------------- pyodata against mock-sap (V2, CSRF)
+
+
+def _mock_sap_on(port: int):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_odata_offline import SAP_ROOT
+
+    exe = Path(sys.executable).with_name("mock-sap")
+    proc = subprocess.Popen(
+        [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}{SAP_ROOT}$metadata", timeout=1).status_code == 200:
+                break
+        except requests.RequestException:
+            time.sleep(0.1)
+    return proc
+
+
+def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path):
+    import pyodata
+    from harness import free_port
+    from test_odata_offline import SAP_ROOT
+
+    port = free_port()
+    sap = _mock_sap_on(port)
+    root = f"http://127.0.0.1:{port}{SAP_ROOT}"
+    try:
+        gw = gateway_factory(
+            {
+                "dataDir": str(tmp_path / "data"),
+                "odata": {
+                    "services": {
+                        "gw": {
+                            "mount": "/odata/gw/",
+                            "upstream": root,
+                            "timeout": "3s",
+                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
+                        }
+                    }
+                },
+            }
+        )
+        wait_downloaded(gw, "gw")
+        ids = [
+            o["SalesOrderID"]
+            for o in requests.get(root + "SalesOrderSet?$orderby=SalesOrderID", headers={"Accept": "application/json"})
+            .json()["d"]["results"]
+        ]
+        sap.kill()
+        sap.wait(timeout=5)
+
+        url = gw.url("/odata/gw/")
+        s = requests.Session()
+        token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
+            "X-CSRF-Token"
+        ]
+        s.headers["X-CSRF-Token"] = token
+        client = pyodata.Client(url, s)
+        SO = client.entity_sets.SalesOrderSet
+        so = SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="offline v2").execute()
+        assert so.SalesOrderID.startswith("local-")
+        assert SO.get_entity(so.SalesOrderID).execute().Note == "offline v2"
+        SO.update_entity(ids[0], method="MERGE").set(Note="merged offline").execute()
+        SO.delete_entity(ids[1]).execute()
+        found = SO.get_entities().filter("Note eq 'offline v2'").execute()
+        assert [e.SalesOrderID for e in found] == [so.SalesOrderID]
+        assert SO.get_entity(ids[0]).execute().Note == "merged offline"
+        assert requests.get(url + f"SalesOrderSet('{ids[1]}')", timeout=10).status_code == 404
+
+        sap = _mock_sap_on(port)  # fresh data, same port
+        st, _, body = request(
+            "POST", gw.url("/_mirrorgate/odata/services/gw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+        )
+        if st == 200:
+            assert json.loads(body)["failed"] == 0, body
+        else:
+            assert st == 409, body
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
+            svc = json.loads(body)["odata"]["services"]["gw"]
+            if svc["pendingRequests"] == 0:
+                break
+            time.sleep(0.1)
+        assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0, svc
+
+        h = {"Accept": "application/json"}
+        created = requests.get(root + "SalesOrderSet?$filter=Note eq 'offline v2'", headers=h).json()["d"]["results"]
+        assert len(created) == 1 and not created[0]["SalesOrderID"].startswith("local-")
+        assert requests.get(root + f"SalesOrderSet('{ids[0]}')", headers=h).json()["d"]["Note"] == "merged offline"
+        assert requests.get(root + f"SalesOrderSet('{ids[1]}')", headers=h).status_code == 404
+    finally:
+        if sap.poll() is None:
+            sap.kill()
+        sap.wait(timeout=5)

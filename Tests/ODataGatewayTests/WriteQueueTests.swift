@@ -137,6 +137,12 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
     #expect(patch.url == "Products(42)")
     #expect(get(service, "/odata/s/Products(42)").0 == 200)
     #expect(get(service, "/odata/s/Products(-1)").0 == 404)
+    // The old local URL keeps resolving through the key map.
+    let old = HTTPRequest(
+        method: "GET", target: "/odata/s/Products(-1)/Name?$format=json", headers: ["Host": "gw"])
+    #expect(service.resolvingUploadedLocalKey(old)?.target == "/odata/s/Products(42)/Name?$format=json")
+    let pending = HTTPRequest(method: "GET", target: "/odata/s/Products(-7)", headers: ["Host": "gw"])
+    #expect(service.resolvingUploadedLocalKey(pending) == nil)
 }
 
 @Test func rejectedRequestsGoToTheErrorArchive() throws {
