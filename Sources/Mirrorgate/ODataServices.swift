@@ -39,6 +39,7 @@ enum ODataServices {
             databasePath: configuration.dataDir + "/odata-\(name).sqlite")
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
+        mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
         let service: ODataService
         do {
             service = try ODataService(

@@ -39,6 +39,9 @@ public struct ODataMirrorSettings: Sendable {
     public var enableRepeatableRequests = true
     /// `repeatabilityHeaders`: OASIS, SAP or both header names.
     public var repeatabilityHeaders: RepeatabilityHeaders = .both
+    /// `upstreamSupportsRepeatability`: whether a request in doubt may be re-sent with the same
+    /// repeatability headers (`auto`: once a `Repeatability-Result` header was seen).
+    public var upstreamSupportsRepeatability: RepeatabilitySupport = .auto
 
     /// Creates settings.
     public init(

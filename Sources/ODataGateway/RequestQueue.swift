@@ -31,6 +31,9 @@ public struct QueuedRequest: Sendable {
     public var firstSent: String
     /// Upload attempts so far that ended with a `500`.
     public var attempts: Int
+    /// Set (durably) just before the request is sent and cleared when it is known not to have taken effect:
+    /// a request found with it set was sent and its outcome is unknown (e.g. the gateway was killed).
+    public var sentAt: String? = nil
 }
 
 /// The durable request queue and the ErrorArchive of one OData service, stored in the service's mirror
@@ -54,7 +57,7 @@ public final class ODataRequestQueue: Sendable {
                   entitySet TEXT NOT NULL, method TEXT NOT NULL, url TEXT NOT NULL, body BLOB NOT NULL,
                   contentType TEXT, authorization TEXT, ifMatch TEXT, localKey TEXT, gatewayRoot TEXT NOT NULL,
                   requestID TEXT NOT NULL, firstSent TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-                  createdAt TEXT NOT NULL);
+                  createdAt TEXT NOT NULL, sentAt TEXT);
                 CREATE TABLE IF NOT EXISTS "_mg_ErrorArchive" (RequestID TEXT PRIMARY KEY, CustomTag TEXT,
                   HTTPStatusCode INTEGER NOT NULL, Code TEXT, Message TEXT, InnerError TEXT, Domain TEXT,
                   RequestMethod TEXT NOT NULL, RequestURL TEXT NOT NULL, RequestBody TEXT,
@@ -111,7 +114,7 @@ public final class ODataRequestQueue: Sendable {
             try db.query(
                 """
                 SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
-                  requestID, firstSent, attempts FROM "_mg_queue" ORDER BY id LIMIT 1
+                  requestID, firstSent, attempts, sentAt FROM "_mg_queue" ORDER BY id LIMIT 1
                 """
             ).first.map { r in
                 QueuedRequest(
@@ -120,7 +123,7 @@ public final class ODataRequestQueue: Sendable {
                     authorization: r[6].string, ifMatch: r[7].string, localKey: r[8].string,
                     gatewayRoot: r[9].string ?? "", requestID: r[10].string ?? "",
                     firstSent: r[11].string ?? "",
-                    attempts: r[12].int ?? 0)
+                    attempts: r[12].int ?? 0, sentAt: r[13].string)
             }
         }
     }
@@ -130,6 +133,17 @@ public final class ODataRequestQueue: Sendable {
         try pool.write { db in
             try db.run(
                 #"UPDATE "_mg_queue" SET attempts = attempts + 1 WHERE id = ?"#, [.integer(request.id)])
+        }
+    }
+
+    /// Marks `request` as sent (`true`, fsynced before it goes out) or as known not to have taken effect.
+    func markSent(_ request: QueuedRequest, _ sent: Bool) throws {
+        try pool.write { db in
+            try db.execute("PRAGMA synchronous=FULL")
+            defer { try? db.execute("PRAGMA synchronous=NORMAL") }
+            try db.run(
+                #"UPDATE "_mg_queue" SET sentAt = ? WHERE id = ?"#,
+                [sent ? .text(iso8601Now()) : .null, .integer(request.id)])
         }
     }
 

@@ -115,7 +115,27 @@ extension ODataService {
         let map = ODataURLMap(gatewayRoot: request.gatewayRoot, upstreamRoot: s.upstream)
         var attempt = request
         var csrfRetried = false
+        let mayResend: Bool
+        switch settings.upstreamSupportsRepeatability {
+        case .yes: mayResend = settings.enableRepeatableRequests
+        case .no: mayResend = false
+        case .auto:
+            mayResend = settings.enableRepeatableRequests && uploadState.withLock { $0.repeatabilitySeen }
+        }
+        let idempotent = request.method == "PUT" || request.method == "DELETE"
+        if request.sentAt != nil, !idempotent, !mayResend {
+            // Sent before (the gateway stopped, or the connection broke) with an unknown outcome: re-sending
+            // could apply it twice.
+            archive(
+                request, status: 0, code: "MG_IN_DOUBT",
+                message:
+                    "the request was sent but its outcome is unknown; it was not re-sent to avoid applying it twice",
+                body: nil)
+            return .inDoubt
+        }
+        let resent = request.sentAt != nil
         while true {
+            do { try queue.markSent(request, true) } catch { return .stop }
             var headers: [(name: String, value: String)] = [("Accept", "application/json")]
             if let ct = request.contentType { headers.append(("Content-Type", ct)) }
             if version == .v4 {
@@ -148,12 +168,14 @@ extension ODataService {
                 body: body, connectTimeout: s.connectTimeout, timeout: s.timeout)
             let response: UpstreamResponse
             do {
-                response = try client.perform(upstream)
+                // A fresh connection: libcurl silently re-sends a request once when a reused connection
+                // turns out dead with nothing received, which would apply a modification twice.
+                response = try UpstreamClient(maxIdleHandles: 0).perform(upstream)
             } catch {
                 forwarder.reachability.reportFailure(error.description)
                 let unknown = error.kind == .connectionLost || error.kind == .timeout
-                let seen = uploadState.withLock { $0.repeatabilitySeen }
-                if unknown, !seen, ["POST", "PATCH", "MERGE"].contains(request.method) {
+                if !unknown { try? queue.markSent(request, false) }
+                if unknown, !idempotent, !mayResend {
                     archive(
                         request, status: 0, code: "MG_IN_DOUBT",
                         message: "the connection was lost after the request was sent; its outcome is unknown",
@@ -173,13 +195,16 @@ extension ODataService {
                 csrf.forget(carrier)
                 continue
             }
-            if (200..<300).contains(status) {
+            if (200..<300).contains(status) || (resent && request.method == "DELETE" && status == 404) {
                 finish(
                     request, body: response.body,
                     location: response.header("Location") ?? response.header("OData-EntityId"))
                 return .done
             }
-            if [502, 503, 504, 429].contains(status) { return .stop }
+            if [502, 503, 504, 429].contains(status) {
+                try? queue.markSent(request, false)
+                return .stop
+            }
             if status == 500, attempt.attempts < 2 {
                 try? queue.countAttempt(attempt)
                 attempt.attempts += 1

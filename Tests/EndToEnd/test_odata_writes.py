@@ -254,3 +254,93 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
         if sap.poll() is None:
             sap.kill()
         sap.wait(timeout=5)
+
+
+# ---------------------------------------------------------------- a response lost after the upstream committed
+
+
+class DroppingProxy:
+    """Loopback HTTP proxy in front of one upstream origin: forwards every request; for the next
+    `drop_posts` POSTs it lets the upstream commit, then closes the connection without an answer."""
+
+    def __init__(self, origin: str):
+        import http.server
+        import threading
+
+        proxy = self
+        self.origin = origin
+        self.drop_posts = 0
+        self.dropped = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _any(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                r = requests.request(
+                    self.command, proxy.origin + self.path, headers=headers, data=body, timeout=10, allow_redirects=False
+                )
+                if self.command == "POST" and proxy.drop_posts > 0:
+                    proxy.drop_posts -= 1
+                    proxy.dropped += 1
+                    self.close_connection = True
+                    return
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_MERGE = _any
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_post_whose_response_is_lost_is_held_in_doubt_not_duplicated(gateway_factory, odata_upstream):
+    up = odata_upstream
+    proxy = DroppingProxy(up.origin)
+    try:
+        config = nw_config(f"http://127.0.0.1:{proxy.port}/nw.svc/", routing="localFirst")
+        gw = gateway_factory(config)
+        wait_downloaded(gw, "nw")
+        body = {"ProductName": "Doubtful Tea", "UnitPrice": 3, "Discontinued": False}
+        proxy.drop_posts = 1  # localFirst: writes are only ever sent by the upload
+        r = requests.post(gw.url(MOUNT + "Products"), json=body, headers=JSON_HEADERS, timeout=10)
+        assert r.status_code == 201 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+        st, _, out = request(
+            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+        )
+        if st == 200 and json.loads(out)["inDoubt"] == 0:
+            pass  # an upload started by the reachability tracker took the request first
+        else:
+            assert st in (200, 409), out
+        deadline = time.time() + 20
+        while time.time() < deadline and not (status_of(gw)["pendingRequests"] == 0 and proxy.dropped == 1):
+            time.sleep(0.1)
+        assert proxy.dropped == 1
+        s = status_of(gw)
+        assert s["pendingRequests"] == 0 and s["inDoubt"] == 1 and s["errorArchive"] == 1, s
+        teas = [p for p in upstream_products(up).values() if p["ProductName"] == "Doubtful Tea"]
+        assert len(teas) == 1  # applied once by the upstream, never re-sent
+
+        # Negative control: what a naive retry of the same request would have done.
+        requests.post(up.root + "Products", json=body, headers=JSON_HEADERS, timeout=10)
+        teas = [p for p in upstream_products(up).values() if p["ProductName"] == "Doubtful Tea"]
+        assert len(teas) == 2
+    finally:
+        proxy.stop()

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfig
 import HTTPServer
 import Logging
 import Storage
@@ -33,7 +34,9 @@ private let v4Metadata = """
     """
 
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
-private func makeService(dir: String? = nil) throws -> (ODataService, String) {
+private func makeService(dir: String? = nil, repeatable: RepeatabilitySupport = .auto) throws -> (
+    ODataService, String
+) {
     let dir =
         dir
         ?? FileManager.default.temporaryDirectory.appendingPathComponent("odwrite-\(UUID().uuidString)").path
@@ -45,12 +48,14 @@ private func makeService(dir: String? = nil) throws -> (ODataService, String) {
     let forwarder = ODataForwarder(
         settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
         loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+    var settings = ODataMirrorSettings(
+        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
+        bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
+        databasePath: dir + "/mirror.sqlite")
+    settings.upstreamSupportsRepeatability = repeatable
     let service = try ODataService(
         forwarder: forwarder,
-        settings: ODataMirrorSettings(
-            localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-            bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
-            databasePath: dir + "/mirror.sqlite"),
+        settings: settings,
         client: UpstreamClient(), pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
     if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
     return (service, dir)
@@ -167,4 +172,27 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
     let stats = service.runUpload()
     #expect(stats.interrupted && stats.uploaded == 0)
     #expect(service.queue.count == 1)
+}
+
+@Test func aSentRequestWithAnUnknownOutcomeIsHeldInDoubtNotResent() throws {
+    let (service, dir) = try makeService()
+    _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    _ = write(service, "DELETE", "/odata/s/Products(2)")
+    // As if the gateway had been killed after sending the POST.
+    try service.queue.markSent(try #require(try service.queue.first()), true)
+    let stats = service.runUpload()
+    #expect(stats.inDoubt == 1)
+    #expect(stats.interrupted)  // the DELETE (idempotent) waits for the upstream
+    #expect(service.queue.count == 1 && service.queue.inDoubtCount() == 1)
+    #expect(service.queue.archived().first?["Code"] == "MG_IN_DOUBT")
+    // Refused: known not sent, so the DELETE is not marked as sent.
+    #expect(try service.queue.first()?.sentAt == nil)
+
+    // With an upstream known to support repeatable requests, the same request is re-sent instead.
+    let (other, _) = try makeService(repeatable: .yes)
+    _ = write(other, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    try other.queue.markSent(try #require(try other.queue.first()), true)
+    let again = other.runUpload()
+    #expect(again.inDoubt == 0 && again.interrupted && other.queue.count == 1)
+    _ = dir
 }
