@@ -212,16 +212,26 @@ public final class ODataMirror: Sendable {
     }
 
     /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
-    /// `rows` maps entity set names to their entities. Returns rows stored per set.
+    /// `rows` maps entity set names to their entities. Returns rows stored per set. With `unlessQueued`,
+    /// throws instead (inside the same transaction, so no local write slips in between) when the request
+    /// queue holds local changes that the downloaded rows would overwrite.
     @discardableResult
-    public func replace(request: String, query: String, rows: [String: [MirrorEntity]]) throws -> [String:
-        Int]
-    {
+    public func replace(
+        request: String, query: String, rows: [String: [MirrorEntity]], unlessQueued: Bool = false
+    ) throws -> [String: Int] {
         guard let m = model else { throw MirrorError("no $metadata") }
         let now = iso8601Now()
         var stored: [String: Int] = [:]
         try pool.write { db in
             try db.transaction {
+                if unlessQueued,
+                    try db.scalar(#"SELECT 1 FROM sqlite_master WHERE type='table' AND name='_mg_queue'"#)
+                        != nil,
+                    try db.scalar(#"SELECT 1 FROM "_mg_queue" LIMIT 1"#) != nil
+                {
+                    throw MirrorError(
+                        "local changes were queued during the download; it is retried after the upload")
+                }
                 let sets = try db.query(
                     #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
                 )

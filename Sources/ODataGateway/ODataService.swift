@@ -458,7 +458,12 @@ public final class ODataService: Sendable {
     }
 
     private func schedulerLoop() {
-        if mirror.lastDownloadAt == nil { _ = download(completion: nil) }
+        if mirror.lastDownloadAt == nil {
+            _ = download(completion: nil)
+        } else if queue.count > 0 {
+            // Changes queued before a restart: upload them (the upload then downloads).
+            upload(completion: nil)
+        }
         while true {
             let interval = settings.interval
             let next = Date().addingTimeInterval(
@@ -471,7 +476,9 @@ public final class ODataService: Sendable {
                 }
             }
             if state.withLock({ $0.stopped }) { return }
-            if forwarder.reachability.isReachable { _ = download(completion: nil) }
+            if forwarder.reachability.isReachable {
+                if queue.count > 0 { upload(completion: nil) } else { _ = download(completion: nil) }
+            }
         }
     }
 
@@ -577,7 +584,8 @@ public final class ODataService: Sendable {
         var total: [String: Int] = [:]
         for request in settings.definingRequests {
             let rows = try fetchDefiningRequest(request)
-            let stored = try mirror.replace(request: request.name, query: request.query, rows: rows)
+            let stored = try mirror.replace(
+                request: request.name, query: request.query, rows: rows, unlessQueued: true)
             for (k, v) in stored { total[k, default: 0] += v }
         }
         if !settings.definingRequests.isEmpty { try mirror.dropBootstrap() }

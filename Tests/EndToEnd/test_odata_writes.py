@@ -344,3 +344,31 @@ def test_a_post_whose_response_is_lost_is_held_in_doubt_not_duplicated(gateway_f
         assert len(teas) == 2
     finally:
         proxy.stop()
+
+
+def test_changes_queued_before_a_restart_are_uploaded_at_start(gateway_factory, odata_upstream, tmp_path):
+    up = odata_upstream
+    config = nw_config(up.root, routing="localFirst")
+    config["dataDir"] = str(tmp_path / "data")
+    config["odata"]["services"]["nw"]["enableRepeatableRequests"] = False
+    gw = gateway_factory(config)
+    wait_downloaded(gw, "nw")
+    deadline = time.time() + 10
+    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
+        time.sleep(0.1)
+    time.sleep(0.3)  # the upload started by the tracker seeing the upstream (empty queue) is over
+    r = requests.patch(gw.url(MOUNT + "Products(4)"), json={"ProductName": "Renamed"}, headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 204 and r.headers["X-Mirrorgate-Origin"] == "local"
+    os.kill(gw.proc.pid, signal.SIGKILL)
+    gw.proc.wait(timeout=5)
+    gw.expect_exit = -9
+    assert upstream_products(up)[4]["ProductName"] != "Renamed"  # localFirst: queued, not uploaded yet
+    gw2 = gateway_factory(config, name="gw2")
+    deadline = time.time() + 20
+    while time.time() < deadline and upstream_products(up)[4]["ProductName"] != "Renamed":
+        time.sleep(0.1)
+    assert status_of(gw2)["pendingRequests"] == 0
+    assert upstream_products(up)[4]["ProductName"] == "Renamed"
+    patches = [r for r in up.records if r.method == "PATCH"]
+    assert len(patches) == 1
+    assert "Repeatability-Request-Id" not in patches[0].headers  # enableRepeatableRequests: false

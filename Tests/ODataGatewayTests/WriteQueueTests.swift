@@ -196,3 +196,17 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
     #expect(again.inDoubt == 0 && again.interrupted && other.queue.count == 1)
     _ = dir
 }
+
+@Test func aDownloadNeverOverwritesQueuedLocalChanges() throws {
+    let (service, _) = try makeService()
+    #expect(write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"Local"}"#).status == 204)
+    let rows: [String: [MirrorEntity]] = [
+        "Products": [
+            MirrorEntity(properties: [("ID", .number("2")), ("Name", .string("Server"))], etag: nil)
+        ]
+    ]
+    #expect(throws: MirrorError.self) {
+        try service.mirror.replace(request: "products", query: "Products", rows: rows, unlessQueued: true)
+    }
+    #expect(get(service, "/odata/s/Products(2)").1.contains(#""Name":"Local""#))
+}
