@@ -58,6 +58,15 @@ enum ODataServices {
                 events("downloadDidFinish", ["service": .string(name), "error": .string(error.description)])
             }
         }
+        service.onUpload { stats in
+            if let stats {
+                var details = stats.json.objectValue ?? JSONObject()
+                details["service"] = .string(name)
+                events("uploadDidFinish", .object(details))
+            } else {
+                events("uploadDidStart", ["service": .string(name)])
+            }
+        }
         service.start()
         return forwarder
     }

@@ -114,6 +114,7 @@ public final class ODataService: Sendable {
     public let csrf = ODataCSRF()
     let state = Mutex(DownloadState())
     let uploadState = Mutex(UploadState())
+    let uploadListeners = Mutex<[@Sendable (ODataUploadStats?) -> Void]>([])
     /// The durable request queue (offline writes) and the ErrorArchive.
     public let queue: ODataRequestQueue
     private let wake = ConditionLock()
@@ -143,6 +144,11 @@ public final class ODataService: Sendable {
 
     /// The service's version (configured, else from the mirrored `$metadata`, else V4).
     public var version: ODataVersion { forwarder.settings.version ?? mirror.model?.version ?? .v4 }
+
+    /// Registers a listener for uploads: called with nil when a run starts, then with its outcome.
+    public func onUpload(_ body: @escaping @Sendable (ODataUploadStats?) -> Void) {
+        uploadListeners.withLock { $0.append(body) }
+    }
 
     /// Registers a listener for download outcomes.
     public func onDownload(_ body: @escaping @Sendable (Result<ODataDownloadStats, MirrorError>) -> Void) {

@@ -52,6 +52,9 @@ extension ODataService {
         guard started else { return false }
         let thread = Thread { [self] in
             let begin = Date()
+            // Events only for runs with something to upload.
+            let listeners = queue.count > 0 ? uploadListeners.withLock { $0 } : []
+            for l in listeners { l(nil) }
             var stats = runUpload()
             stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
             stats.remaining = queue.count
@@ -83,6 +86,7 @@ extension ODataService {
                     if queue.count > 0, !(state.withLock { $0.stopped }) { upload(completion: nil) }
                 }
             }
+            for l in listeners { l(stats) }
             if !stats.interrupted, stats.remaining == 0 { _ = download(completion: nil) }
             completion?(stats)
         }

@@ -372,3 +372,63 @@ def test_changes_queued_before_a_restart_are_uploaded_at_start(gateway_factory, 
     patches = [r for r in up.records if r.method == "PATCH"]
     assert len(patches) == 1
     assert "Repeatability-Request-Id" not in patches[0].headers  # enableRepeatableRequests: false
+
+
+def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root, routing="localFirst"))
+    wait_downloaded(gw, "nw")
+    deadline = time.time() + 10
+    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
+        time.sleep(0.1)
+    time.sleep(0.3)
+    import socket
+    import threading
+
+    events: list[str] = []
+    stop = threading.Event()
+
+    def listen():
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        sock.sendall(b"GET /_mirrorgate/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        buf = b""
+        while not stop.is_set():
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not data:
+                break
+            buf += data
+            events[:] = [ln.split(b": ", 1)[1].decode() for ln in buf.split(b"\n") if ln.startswith(b"event: ")]
+        sock.close()
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    time.sleep(0.3)
+    bad = {"ProductName": "Bad", "Discontinued": "notabool"}
+    assert requests.post(gw.url(MOUNT + "Products"), json=bad, headers=JSON_HEADERS, timeout=10).status_code == 201
+    good = {"ProductName": "Good", "Discontinued": False}
+    assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
+    st, _, body = request(
+        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+    )
+    assert st == 200, body
+    result = json.loads(body)
+    assert (result["uploaded"], result["failed"], result["remaining"]) == (1, 1, 0), result
+    s = status_of(gw)
+    assert s["errorArchive"] == 1 and s["pendingRequests"] == 0 and s["lastUploadAt"], s
+    names = [p["ProductName"] for p in upstream_products(up).values()]
+    assert names.count("Good") == 1 and "Bad" not in names
+    deadline = time.time() + 5
+    while time.time() < deadline and "uploadDidFinish" not in events:
+        time.sleep(0.05)
+    stop.set()
+    assert events.count("uploadDidStart") == 1 and events.count("uploadDidFinish") == 1, events
+    # Nothing queued: the upload answers at once.
+    st, _, body = request(
+        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+    )
+    assert st == 200 and json.loads(body)["uploaded"] == 0
+    st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/zz/upload"), headers=gw.admin_headers())
+    assert st == 404
