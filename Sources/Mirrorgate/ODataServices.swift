@@ -116,6 +116,10 @@ extension Router {
             return
         }
         let wait = request.queryValue("wait") == "true"
+        if !wait, !service.forwarder.reachability.isReachable {
+            out.respond(errorResponse(503, "the upstream of \(name) is unreachable", target: request.target))
+            return
+        }
         var completion: (@Sendable (ODataUploadStats) -> Void)?
         if wait {
             let unreachable = errorResponse(

@@ -53,7 +53,7 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
     r = requests.post(
         gw.url(MOUNT + "Products"),
         json={"ProductName": "Offline Tea", "UnitPrice": 12.5, "Discontinued": False},
-        headers=JSON_HEADERS,
+        headers={**JSON_HEADERS, "Authorization": "Basic d3JpdGVyOnNlY3JldA=="},
         timeout=10,
     )
     assert r.status_code == 201, r.text
@@ -86,6 +86,11 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
         assert r.text == "7"
 
     read_back(gw)
+    assert status_of(gw)["pendingRequests"] == 3
+    st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload"), headers=gw.admin_headers())
+    assert st == 503  # the upstream is known to be down
+    st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers())
+    assert st == 503  # tried: nothing could be sent
     assert status_of(gw)["pendingRequests"] == 3
 
     # Durability: kill -9, restart on the same dataDir.
@@ -127,6 +132,8 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
         assert posts[0].headers.get("Repeatability-Request-Id")
         assert posts[0].headers.get("Repeatability-First-Sent")
         assert posts[0].headers.get("Requestid")
+        assert posts[0].headers.get("Authorization") == "Basic d3JpdGVyOnNlY3JldA=="  # the writer's own
+        assert "secret" not in gw2.stderr() and "d3JpdGVy" not in gw2.stderr()
         writes = [r.method for r in up2.records if r.method in ("POST", "PATCH", "DELETE")]
         assert writes == ["POST", "PATCH", "DELETE"]  # FIFO
 
