@@ -170,9 +170,11 @@ public final class AlgoliaForwarder: Sendable {
             }
             let host = hosts[index]
             index += 1
-            let upstream = UpstreamRequest(
+            var upstream = UpstreamRequest(
                 method: request.method, url: host.url + request.target, headers: headers, body: request.body,
                 connectTimeout: min(settings.connectTimeout, remaining), timeout: remaining)
+            upstream.idempotent =
+                upstream.idempotent || AlgoliaForwarder.isRead(method: request.method, path: request.path)
             var options = RelayTransfer.Options()
             options.holdServerErrors = true
             // With a local fallback, a 429 is a transient failure like a 5xx (SPEC §3); without one it is

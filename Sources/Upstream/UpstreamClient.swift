@@ -16,6 +16,11 @@ public struct UpstreamRequest: Sendable {
     public var connectTimeout: Duration
     /// Budget for the whole transfer, connect included.
     public var timeout: Duration
+    /// Whether sending it twice is harmless. libcurl silently re-sends a request whose reused connection
+    /// turns out dead before any answer, even though the upstream may have applied it; a request that is
+    /// not idempotent therefore always gets a fresh connection. Defaults from the method (GET, HEAD,
+    /// OPTIONS, PUT, DELETE are idempotent); callers mark reads sent as POST (Algolia queries).
+    public var idempotent: Bool
 
     /// Creates a request.
     public init(
@@ -28,6 +33,7 @@ public struct UpstreamRequest: Sendable {
         self.body = body
         self.connectTimeout = connectTimeout
         self.timeout = timeout
+        self.idempotent = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(method.uppercased())
     }
 }
 
@@ -205,6 +211,7 @@ public final class UpstreamClient: Sendable {
         mg_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1)
         mg_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
         mg_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
+        if !request.idempotent { mg_curl_setopt_long(h, CURLOPT_FRESH_CONNECT, 1) }
         let method = request.method.uppercased()
         switch method {
         case "GET":
