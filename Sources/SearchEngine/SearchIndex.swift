@@ -536,47 +536,33 @@ public final class SearchIndex: Sendable {
         }
         var needsComma = !fields.isEmpty
         let highlighter = context.highlighter
-        var written: [String] = []
-        var section: [UInt8] = []
-        for attribute in attributes where !written.contains(attribute) {
-            guard let f = index(of: attribute), let value = value(f) else { continue }
-            let mark = section.count
-            if !written.isEmpty { section.append(UInt8(ascii: ",")) }
-            JSON.writeString(attribute, to: &section)
-            section.append(UInt8(ascii: ":"))
-            if highlighter.writeMirror(value, snippetWords: nil, to: &section) {
-                written.append(attribute)
-            } else {
-                section.removeSubrange(mark...)
+        // Writes `"key":{attr: mirror, …}` for the targets that have a value; nothing when none has.
+        func writeSection(_ key: String, _ targets: [(String, Int?)], skipRepeats: Bool) {
+            var written: [String] = []
+            var section: [UInt8] = []
+            for (target, size) in targets where !(skipRepeats && written.contains(target)) {
+                guard let f = index(of: target), let value = value(f) else { continue }
+                let mark = section.count
+                if !written.isEmpty { section.append(UInt8(ascii: ",")) }
+                JSON.writeString(target, to: &section)
+                section.append(UInt8(ascii: ":"))
+                if highlighter.writeMirror(value, snippetWords: size, to: &section) {
+                    written.append(target)
+                } else {
+                    section.removeSubrange(mark...)
+                }
             }
-        }
-        if !written.isEmpty {
+            guard !written.isEmpty else { return }
             if needsComma { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #""_highlightResult":{"#.utf8)
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: key.utf8)
+            out.append(contentsOf: #"":{"#.utf8)
             out.append(contentsOf: section)
             out.append(UInt8(ascii: "}"))
             needsComma = true
         }
-        written.removeAll()
-        section.removeAll(keepingCapacity: true)
-        for (target, size) in snippetTargets {
-            guard let f = index(of: target), let value = value(f) else { continue }
-            let mark = section.count
-            if !written.isEmpty { section.append(UInt8(ascii: ",")) }
-            JSON.writeString(target, to: &section)
-            section.append(UInt8(ascii: ":"))
-            if highlighter.writeMirror(value, snippetWords: size, to: &section) {
-                written.append(target)
-            } else {
-                section.removeSubrange(mark...)
-            }
-        }
-        if !written.isEmpty {
-            if needsComma { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #""_snippetResult":{"#.utf8)
-            out.append(contentsOf: section)
-            out.append(UInt8(ascii: "}"))
-        }
+        writeSection("_highlightResult", attributes.map { ($0, nil) }, skipRepeats: true)
+        writeSection("_snippetResult", snippetTargets.map { ($0.0, $0.1) }, skipRepeats: false)
         out.append(UInt8(ascii: "}"))
     }
 
