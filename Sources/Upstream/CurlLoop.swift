@@ -11,7 +11,7 @@ public protocol TransferSink: AnyObject {
     func body(_ bytes: [UInt8]) -> Bool
     /// The transfer ended: nil on success.
     func finished(_ error: UpstreamError?)
-    /// Polled about once a second (and on activity) while the transfer runs: true aborts it (`.cancelled`),
+    /// Polled about once a second while the transfer runs: true aborts it (`.cancelled`),
     /// for example when the client that wanted the answer went away.
     var isCancelled: Bool { get }
 }
@@ -23,7 +23,10 @@ extension TransferSink {
 
 /// Runs many upstream transfers on one thread with libcurl's multi interface: no thread per request,
 /// no thread switch per request under load (events are handled in batches), connections kept alive in
-/// the multi handle's pool. `submit` is safe from any thread; sinks are called on the loop thread.
+/// the multi handle's pool. The thread waits in its own epoll set, which libcurl keeps up to date through
+/// `CURLMOPT_SOCKETFUNCTION`, and drives only the sockets that are ready (`curl_multi_socket_action`), so
+/// the cost of a wake-up does not grow with the number of transfers in flight. `submit` is safe from any
+/// thread; sinks are called on the loop thread.
 public final class CurlLoop: @unchecked Sendable {
     private struct Job: @unchecked Sendable {
         let request: UpstreamRequest
@@ -31,24 +34,38 @@ public final class CurlLoop: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
+    private let epfd: Int32
+    private let wakeFD: Int32
     private let pending = Mutex<[Job]>([])
     private let stopped = Atomic<Bool>(false)
-    /// True while the loop thread is (about to be) blocked in `curl_multi_poll`: only then does a submit
+    /// True while the loop thread is (about to be) blocked in `epoll_wait`: only then does a submit
     /// need the wake-up syscall.
     private let sleeping = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     // Loop-thread only:
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private var active: [UnsafeMutableRawPointer] = []
+    private var watched = Set<Int32>()
+    /// libcurl's timer: when it wants `CURL_SOCKET_TIMEOUT` next (monotonic nanoseconds), or nil.
+    private var timerDeadline: UInt64?
+    private var nextSweep: UInt64 = 0
 
     /// Starts the loop thread.
     public init(name: String = "mg-curl") {
         UpstreamClient.globalInit()
         multi = curl_multi_init()
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        mg_epoll_set(epfd, EPOLL_CTL_ADD, wakeFD, CURL_POLL_IN)
         // Keep enough idle connections for every concurrent transfer (the default cache is sized by the
         // number of easy handles attached, which is small between transfers, so connections were closed
         // and reopened under load).
         mg_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 512)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        mg_curl_multi_setopt_socket_callback(multi, CurlLoop.socketCallback)
+        mg_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
+        mg_curl_multi_setopt_timer_callback(multi, CurlLoop.timerCallback)
+        mg_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         let thread = Thread { [self] in self.run() }
         thread.name = name
         thread.start()
@@ -63,19 +80,42 @@ public final class CurlLoop: @unchecked Sendable {
             return
         }
         pending.withLock { $0.append(Job(request: request, sink: sink)) }
-        if sleeping.load(ordering: .acquiring) { curl_multi_wakeup(multi) }
+        if sleeping.load(ordering: .acquiring) { mg_eventfd_signal(wakeFD) }
     }
 
     /// Ends the loop: transfers still running finish with `.cancelled`. Waits for the thread.
     public func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        curl_multi_wakeup(multi)
+        mg_eventfd_signal(wakeFD)
         _ = exited.wait(timeout: .now() + 5)
     }
 
+    /// libcurl says which events it wants on a socket: mirror that in the epoll set.
+    private static let socketCallback: mg_curl_socket_callback = { _, fd, what, userp, _ in
+        let loop = Unmanaged<CurlLoop>.fromOpaque(userp!).takeUnretainedValue()
+        if what == CURL_POLL_REMOVE {
+            if loop.watched.remove(fd) != nil { mg_epoll_set(loop.epfd, EPOLL_CTL_DEL, fd, 0) }
+        } else if loop.watched.contains(fd) {
+            mg_epoll_set(loop.epfd, EPOLL_CTL_MOD, fd, what)
+        } else {
+            loop.watched.insert(fd)
+            mg_epoll_set(loop.epfd, EPOLL_CTL_ADD, fd, what)
+        }
+        return 0
+    }
+
+    /// libcurl's single timer: -1 removes it, otherwise it fires after `ms`.
+    private static let timerCallback: mg_curl_timer_callback = { _, ms, userp in
+        let loop = Unmanaged<CurlLoop>.fromOpaque(userp!).takeUnretainedValue()
+        loop.timerDeadline = ms < 0 ? nil : DispatchTime.now().uptimeNanoseconds + UInt64(ms) * 1_000_000
+        return 0
+    }
+
     private func run() {
-        var numfds: Int32 = 0
         var running: Int32 = 0
+        let capacity = 128
+        var fds = [Int32](repeating: 0, count: capacity)
+        var flags = [Int32](repeating: 0, count: capacity)
         while !stopped.load(ordering: .relaxed) {
             let jobs = pending.withLock { list -> [Job] in
                 let taken = list
@@ -83,13 +123,37 @@ public final class CurlLoop: @unchecked Sendable {
                 return taken
             }
             for job in jobs { start(job) }
-            curl_multi_perform(multi, &running)
-            drainMessages()
+            let now = DispatchTime.now().uptimeNanoseconds
+            if let deadline = timerDeadline, deadline <= now {
+                timerDeadline = nil
+                curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
+                drainMessages()
+            }
+            if now >= nextSweep {
+                sweepCancelled()
+                nextSweep = now + 1_000_000_000
+            }
+            var waitMs = Int((nextSweep - now) / 1_000_000) + 1
+            if let deadline = timerDeadline {
+                waitMs = min(waitMs, deadline > now ? Int((deadline - now + 999_999) / 1_000_000) : 0)
+            }
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            if pending.withLock({ $0.isEmpty }) {
-                curl_multi_poll(multi, nil, 0, 1000, &numfds)
+            if !pending.withLock({ $0.isEmpty }) { waitMs = 0 }
+            let n = fds.withUnsafeMutableBufferPointer { f in
+                flags.withUnsafeMutableBufferPointer { g in
+                    mg_epoll_wait(epfd, f.baseAddress, g.baseAddress, Int32(capacity), Int32(waitMs))
+                }
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
+            guard n > 0 else { continue }
+            for i in 0..<Int(n) {
+                if fds[i] == wakeFD {
+                    mg_eventfd_drain(wakeFD)
+                } else {
+                    curl_multi_socket_action(multi, fds[i], flags[i], &running)
+                }
+            }
+            drainMessages()
         }
         for job in pending.withLock({ $0 }) {
             job.sink.finished(
@@ -110,6 +174,8 @@ public final class CurlLoop: @unchecked Sendable {
         }
         for easy in idleHandles { curl_easy_cleanup(easy) }
         curl_multi_cleanup(multi)
+        close(epfd)
+        close(wakeFD)
         exited.signal()
     }
 
@@ -128,11 +194,45 @@ public final class CurlLoop: @unchecked Sendable {
         }
         let opaque = Unmanaged.passRetained(transfer).toOpaque()
         mg_curl_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
-        mg_curl_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
-        mg_curl_setopt_xferinfo_callback(easy, LoopTransfer.progress)
-        mg_curl_setopt_pointer(easy, CURLOPT_XFERINFODATA, opaque)
         curl_multi_add_handle(multi, easy)
         active.append(easy)
+    }
+
+    /// About once a second: transfers whose sink reports `isCancelled` (say, the client went away while
+    /// the upstream is slow and sends nothing) are ended with `.cancelled`.
+    private func sweepCancelled() {
+        var cancelled: [UnsafeMutableRawPointer] = []
+        for easy in active {
+            var raw: UnsafeMutableRawPointer?
+            mg_curl_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
+            guard let raw else { continue }
+            let t = Unmanaged<LoopTransfer>.fromOpaque(raw).takeUnretainedValue()
+            if t.sink.isCancelled { cancelled.append(easy) }
+        }
+        for easy in cancelled {
+            guard let t = retire(easy) else { continue }
+            t.transfer.cancelled = true
+            t.sink.finished(
+                UpstreamError(kind: .cancelled, curlCode: 0, message: "cancelled", connected: true))
+        }
+    }
+
+    /// Detaches a transfer's handle from the multi handle and keeps it for reuse; returns its state.
+    private func retire(_ easy: UnsafeMutableRawPointer) -> LoopTransfer? {
+        var raw: UnsafeMutableRawPointer?
+        mg_curl_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
+        curl_multi_remove_handle(multi, easy)
+        if let i = active.lastIndex(of: easy) {
+            active.swapAt(i, active.count - 1)
+            active.removeLast()
+        }
+        curl_easy_reset(easy)
+        if idleHandles.count < 256 { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }
+        guard let raw else { return nil }
+        let t = Unmanaged<LoopTransfer>.fromOpaque(raw).takeRetainedValue()
+        curl_slist_free_all(t.headerList)
+        t.headerList = nil
+        return t
     }
 
     private func drainMessages() {
@@ -141,23 +241,11 @@ public final class CurlLoop: @unchecked Sendable {
             var easy: UnsafeMutableRawPointer?
             var result = CURLE_OK
             guard mg_curl_msg_done(msg, &easy, &result) == 1, let easy else { continue }
-            var raw: UnsafeMutableRawPointer?
-            mg_curl_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
             var connectTime = 0.0
             mg_curl_getinfo_double(easy, CURLINFO_CONNECT_TIME, &connectTime)
             var code = 0
             mg_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
-            curl_multi_remove_handle(multi, easy)
-            if let i = active.lastIndex(of: easy) {
-                active.swapAt(i, active.count - 1)
-                active.removeLast()
-            }
-            guard let raw else { continue }
-            let t = Unmanaged<LoopTransfer>.fromOpaque(raw).takeRetainedValue()
-            curl_slist_free_all(t.headerList)
-            t.headerList = nil
-            curl_easy_reset(easy)
-            if idleHandles.count < 256 { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }
+            guard let t = retire(easy) else { continue }
             if result == CURLE_OK {
                 if !t.transfer.headDelivered {
                     t.transfer.status = code
@@ -183,16 +271,6 @@ final class LoopTransfer {
     let sink: any TransferSink
     let transfer: Transfer
     var headerList: UnsafeMutablePointer<curl_slist>?
-
-    /// libcurl's progress callback: a non-zero return aborts the transfer.
-    static let progress: mg_curl_xferinfo_callback = { clientp, _, _, _, _ in
-        let t = Unmanaged<LoopTransfer>.fromOpaque(clientp!).takeUnretainedValue()
-        if t.sink.isCancelled {
-            t.transfer.cancelled = true
-            return 1
-        }
-        return 0
-    }
 
     init(sink: any TransferSink) {
         self.sink = sink
