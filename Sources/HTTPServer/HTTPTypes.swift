@@ -57,6 +57,7 @@ extension String {
     /// ASCII case-insensitive comparison, the rule for header names.
     @inlinable
     public func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        if utf8.count != other.utf8.count { return false }
         var a = utf8.makeIterator()
         var b = other.utf8.makeIterator()
         while true {
@@ -101,14 +102,14 @@ public struct HTTPRequest: Sendable {
 
     /// The raw path, without the query.
     public var path: Substring {
-        if let q = target.firstIndex(of: "?") { return target[..<q] }
+        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) { return target[..<q] }
         return target[...]
     }
 
     /// The raw query (after `?`), or nil when the target has none.
     public var query: Substring? {
-        guard let q = target.firstIndex(of: "?") else { return nil }
-        return target[target.index(after: q)...]
+        guard let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return target[target.utf8.index(after: q)...]
     }
 
     /// Query parameters, percent-decoded (`+` as space), in order.

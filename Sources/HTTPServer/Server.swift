@@ -26,7 +26,7 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, maxBodySize: Int = 10 << 20,
         maxConnections: Int = 512, requestTimeout: Duration = .seconds(30),
-        connectionMemoryLimit: Int = 64 << 10, workerThreads: Int = 64, pollingThreads: Int = 1
+        connectionMemoryLimit: Int = 32 << 10, workerThreads: Int = 64, pollingThreads: Int = 1
     ) {
         self.host = host
         self.port = port

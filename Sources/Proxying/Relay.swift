@@ -52,12 +52,20 @@ public enum HopByHop {
         return HTTPHeaders(out)
     }
 
+    /// Lowercased field names listed in `Connection` values, other than the hop-by-hop names themselves
+    /// (so the common `keep-alive` / `close` lists yield nothing, without allocating).
     private static func connectionListed(_ values: some Sequence<String>) -> Set<String> {
         var result = Set<String>()
         for v in values {
-            for token in v.split(separator: ",") {
-                let t = token.trimmingCharacters(in: .whitespaces).lowercased()
-                if !names.contains(t) { result.insert(t) }
+            for token in v.utf8.split(separator: UInt8(ascii: ",")) {
+                var lo = token.startIndex
+                var hi = token.endIndex
+                func blank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
+                while lo < hi, blank(token[lo]) { lo = token.index(after: lo) }
+                while lo < hi, blank(token[token.index(before: hi)]) { hi = token.index(before: hi) }
+                let t = String(decoding: token[lo..<hi], as: UTF8.self)
+                if t.isEmpty || isHopByHop(t) || t.equalsIgnoringASCIICase("close") { continue }
+                result.insert(t.lowercased())
             }
         }
         return result

@@ -299,29 +299,37 @@ final class Transfer {
         return true
     }
 
-    func headerLine(_ line: String) {
-        let trimmed = line.trimmingSuffixNewlines()
-        if trimmed.hasPrefix("HTTP/") {
-            // A new status line (after 100 Continue or a redirect) starts a new header block.
-            let parts = trimmed.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+    /// One header line as libcurl delivers it (with its CR LF), parsed on the bytes: a status line
+    /// starts a new header block (after 100 Continue or a redirect), a blank line is skipped.
+    func headerLine(_ raw: UnsafeRawBufferPointer) {
+        var end = raw.count
+        while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
+        if end == 0 { return }
+        let line = UnsafeRawBufferPointer(rebasing: raw[0..<end])
+        if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {
+            // "HTTP/x.y NNN reason"
+            status = 0
             headers = []
+            guard let space = line.firstIndex(of: 0x20) else { return }
+            var i = space + 1
+            while i < end, line[i] >= 0x30, line[i] <= 0x39 {
+                status = status * 10 + Int(line[i] - 0x30)
+                i += 1
+            }
             return
         }
-        if trimmed.isEmpty { return }
-        guard let colon = trimmed.firstIndex(of: ":") else { return }
-        let name = String(trimmed[..<colon])
-        var value = trimmed[trimmed.index(after: colon)...]
-        while value.first == " " || value.first == "\t" { value = value.dropFirst() }
-        headers.append((name, String(value)))
+        guard let colon = line.firstIndex(of: 0x3A) else { return }
+        var v = colon + 1
+        while v < end, line[v] == 0x20 || line[v] == 0x09 { v += 1 }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[v..<end]), as: UTF8.self)
+        headers.append((name, value))
     }
 
     static let headerCallback: mg_curl_data_callback = { ptr, size, count, userdata in
         let t = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
         let n = size * count
-        let line =
-            ptr.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: n), as: UTF8.self) } ?? ""
-        t.headerLine(line)
+        if let ptr { t.headerLine(UnsafeRawBufferPointer(start: ptr, count: n)) }
         return n
     }
 
@@ -338,13 +346,5 @@ final class Transfer {
             return 0
         }
         return n
-    }
-}
-
-extension String {
-    fileprivate func trimmingSuffixNewlines() -> Substring {
-        var s = self[...]
-        while let last = s.last, last == "\n" || last == "\r" || last == "\r\n" { s = s.dropLast() }
-        return s
     }
 }
