@@ -248,8 +248,14 @@ public final class ODataService: Sendable {
         if !retried {
             retry = { [self] in pool.submit { [self] in forwardWrite(request, responder, retried: true) } }
         }
+        var relayed: any Responder = OriginResponder(inner: responder, origin: "remote")
+        if mirror.model != nil, !isBatch(request) {
+            relayed = ReflectingResponder(inner: relayed) { [self] location in
+                pool.submit { [self] in reflectForwardedWrite(request, location: location) }
+            }
+        }
         let watcher = CSRFRetryResponder(
-            inner: OriginResponder(inner: responder, origin: "remote"), retry: retry,
+            inner: relayed, retry: retry,
             forget: { [self] in csrf.forget(request) })
         var fallback: (@Sendable (UpstreamError) -> Bool)?
         if isBatch(request), mirror.model != nil {
@@ -530,11 +536,11 @@ public final class ODataService: Sendable {
         return true
     }
 
-    func upstreamGET(_ url: String, accept: String = "application/json") throws(MirrorError)
-        -> UpstreamResponse
-    {
+    func upstreamGET(
+        _ url: String, accept: String = "application/json", extraHeaders: [(name: String, value: String)] = []
+    ) throws(MirrorError) -> UpstreamResponse {
         let s = forwarder.settings
-        var headers: [(name: String, value: String)] = [("Accept", accept)]
+        var headers: [(name: String, value: String)] = [("Accept", accept)] + extraHeaders
         // Data in the 4.0 JSON shape; `$metadata` as the upstream serves it by default.
         if s.version != .v2, accept == "application/json" { headers.append(("OData-MaxVersion", "4.0")) }
         headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
