@@ -234,6 +234,57 @@ def test_without_the_shim_a_lost_patch_is_held_in_doubt_and_a_lost_delete_is_res
         dropper.stop()
 
 
+def test_an_unsupported_result_does_not_teach_support(gateway_factory, chain):
+    """`RepeatabilityResult: unsupported` (SAP) is no sign of support: with `auto`, a POST whose answer
+    is lost after such answers is held in doubt, not re-sent."""
+    up, shim, dropper = chain
+    shim.unsupported = True
+    gw = gateway_factory(nw_config(dropper.url + "/nw.svc/", routing="localFirst", repeatabilityHeaders="sap"))
+    wait_downloaded(gw, "nw")
+    wait_idle(gw)
+    post(gw, "UN-first")
+    upload_until_empty(gw)
+    dropper.drop_next(1)
+    post(gw, "UN-lost")
+    upload_until_empty(gw)
+    s = status_of(gw)
+    assert s["inDoubt"] == 1 and s["pendingRequests"] == 0, s
+    assert upstream_writes(up, "UN-") == {"UN-first": 1, "UN-lost": 1}
+
+
+def test_support_learned_before_a_crash_still_counts_after_the_restart(gateway_factory, odata_upstream, tmp_path):
+    """`auto`: once a result header was seen, a request in flight when the gateway is killed is re-sent
+    after the restart (and replayed by the shim), not held in doubt; the learned support is stored with
+    the mirror, for this upstream URL."""
+    up = odata_upstream
+    shim = RepeatabilityShim(up.origin).start()
+    try:
+        config = nw_config(shim.url + "/nw.svc/", routing="localFirst", upstreamSupportsRepeatability="auto")
+        config["dataDir"] = str(tmp_path / "data")
+        gw = gateway_factory(config)
+        wait_downloaded(gw, "nw")
+        wait_idle(gw)
+        post(gw, "LR-teacher")
+        upload_until_empty(gw)  # accepted, with the result header: learned
+        post(gw, "LR-held")
+        shim.hold_next(1)  # executed upstream; the answer waits until the gateway is gone
+        st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload"), headers=gw.admin_headers())
+        assert st == 202, st
+        assert shim.holding.wait(timeout=10)
+        _kill(gw)
+        shim.release.set()
+        gw2 = gateway_factory(config, name="gw2")
+        deadline = time.time() + 20
+        while time.time() < deadline and (status_of(gw2)["pendingRequests"] or status_of(gw2)["uploading"]):
+            time.sleep(0.05)
+        s = status_of(gw2)
+        assert s["pendingRequests"] == 0 and s["inDoubt"] == 0 and s["errorArchive"] == 0, s
+        assert upstream_writes(up, "LR-") == {"LR-teacher": 1, "LR-held": 1}
+        assert shim.replays() == 1
+    finally:
+        shim.stop()
+
+
 # ---------------------------------------------------------------- kill -9 during appends and uploads
 
 SEED = int(os.environ.get("MG_CRASH_SEED", str(int(time.time()) % 100000)))

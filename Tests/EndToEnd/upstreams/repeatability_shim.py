@@ -19,7 +19,9 @@ its port and its store across `stop()`/`start()`), which is what a durable serve
 like from a gateway that is killed and restarted.
 
 Counters for tests: `executed[id]` (forwarded modifications per ID), `replayed[id]`, `passed` (requests
-forwarded without an ID), `log` (every modification with an ID). Runnable alone: `python repeatability_shim.py PORT ORIGIN`.
+forwarded without an ID), `log` (every modification with an ID). `hold_next(n)`: the next n first
+executions are stored, then their answer waits (bounded) for `release` (`holding` is set meanwhile).
+Runnable alone: `python repeatability_shim.py PORT ORIGIN`.
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ class RepeatabilityShim:
         self.log: list[tuple[str, str, str, str | None, frozenset[str]]] = []
         self._lock = threading.Lock()
         self._id_locks: dict[str, threading.Lock] = {}
+        # unsupported = True: modifications with an ID are executed every time, nothing is stored, and the
+        # answer says `…Result: unsupported` (SAP's value for a request it cannot make repeatable).
+        self.unsupported = False
+        # hold_next(n): the next n first executions wait (bounded) for `release` before answering.
+        self._hold = 0
+        self.holding = threading.Event()
+        self.release = threading.Event()
         self.port = port
         self.httpd: http.server.ThreadingHTTPServer | None = None
         self._bind()
@@ -134,6 +143,12 @@ class RepeatabilityShim:
                 self.rejected += 1
             self._reject(h, result_names, "repeatability headers incomplete or on an unsupported method")
             return
+        if self.unsupported:
+            response = self._forward(h, body)
+            with self._lock:
+                self.executed[rid] += 1
+            self._answer(h, response, [(k, "unsupported") for k in result_names])
+            return
         with self._lock:
             lock = self._id_locks.setdefault(rid, threading.Lock())
         with lock:
@@ -153,6 +168,11 @@ class RepeatabilityShim:
             with self._lock:
                 self.executed[rid] += 1
                 self.store[rid] = response
+                hold = self._hold > 0
+                self._hold -= 1 if hold else 0
+            if hold:  # executed and stored; the answer waits (a gateway killed meanwhile never gets it)
+                self.holding.set()
+                self.release.wait(timeout=15)
             self._answer(h, response, [(k, "accepted") for k in result_names])
 
     def _forward(self, h: http.server.BaseHTTPRequestHandler, body: bytes) -> Stored:
@@ -195,6 +215,12 @@ class RepeatabilityShim:
         h.wfile.write(body)
 
     # -- for tests ------------------------------------------------------------------------------
+    def hold_next(self, n: int = 1) -> None:
+        with self._lock:
+            self._hold = n
+        self.holding.clear()
+        self.release.clear()
+
     def executions(self) -> int:
         with self._lock:
             return sum(self.executed.values())
