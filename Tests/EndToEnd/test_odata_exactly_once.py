@@ -339,14 +339,18 @@ def _check_exactly_once(up, prefix: str, acked: list, unanswered: list) -> None:
     assert not extra, f"seed {SEED}: writes executed that were never acknowledged, or twice: {extra}"
 
 
-def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(gateway_factory, odata_upstream, tmp_path):
+@pytest.mark.parametrize("support", ["true", "auto"])
+def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(
+    gateway_factory, odata_upstream, tmp_path, support
+):
     """Seeded random kill points (the seed is printed; MG_CRASH_SEED=N replays it): five kills while a
-    client streams writes offline, then five while the queue is uploaded through the shim."""
+    client streams writes offline, then five while the queue is uploaded through the shim. With `auto`,
+    one upload before going offline teaches the gateway that the upstream supports repeatability."""
     print(f"crash seed {SEED}")
-    rng = random.Random(SEED)
+    rng = random.Random(f"{SEED}-{support}")
     up = odata_upstream
     shim = RepeatabilityShim(up.origin).start()
-    config = nw_config(shim.url + "/nw.svc/", routing="localFirst", upstreamSupportsRepeatability="true")
+    config = nw_config(shim.url + "/nw.svc/", routing="localFirst", upstreamSupportsRepeatability=support)
     config["dataDir"] = str(tmp_path / "data")
     acked: list[str] = []
     unanswered: list[str] = []
@@ -355,6 +359,11 @@ def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(gateway_
     try:
         gw = gateway_factory(config, name="gw0")
         wait_downloaded(gw, "nw")
+        if support == "auto":
+            wait_idle(gw)
+            post(gw, "CRteacher")
+            upload_until_empty(gw)
+            acked.append("CRteacher")
         shim.stop()  # offline from here: writes are queued, nothing is uploaded
 
         # Appends: kill -9 at a random moment of a stream of acknowledged writes.
