@@ -194,6 +194,27 @@ def raw_sqlite(path: Path) -> dict:
     return {"perSec": len(ms) / (time.monotonic() - t0), "p50": pct(ms, 50), "p99": pct(ms, 99)}
 
 
+def device_probe(path: Path) -> dict:
+    """pwrite(4 KiB) + fdatasync on one file, back to back and with 1 ms of think time between: shows
+    how this machine's flush latency depends on the pacing of the flushes (context for the anchors)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    out = {}
+    try:
+        for name, gap in (("backToBack", 0.0), ("gap1ms", 0.001)):
+            ms = []
+            for i in range(300):
+                if gap:
+                    time.sleep(gap)
+                a = time.perf_counter()
+                os.pwrite(fd, b"x" * 4096, (i % 64) * 4096)
+                os.fdatasync(fd)
+                ms.append((time.perf_counter() - a) * 1000)
+            out[name] = pct(ms, 50)
+    finally:
+        os.close(fd)
+    return out
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mg-queue-bench-"))
     print(f"work dir {work}; load average before: {os.getloadavg()}", file=sys.stderr)
@@ -220,6 +241,8 @@ def main() -> None:
         'wrk.method = "POST"\nwrk.body = ' + json.dumps(BODY) + "\n"
         'wrk.headers["Content-Type"] = "application/json"\nwrk.headers["Accept"] = "application/json"\n'
     )
+    probe = device_probe(work / "probe.bin")
+    print(json.dumps(probe), file=sys.stderr)
     rows_a = []
     for r in range(1, ROUNDS + 1):
         order = ["sqlite", "floor", "gateway"] if r % 2 else ["gateway", "floor", "sqlite"]
@@ -240,6 +263,7 @@ def main() -> None:
 
     # (b) in process
     rows_b = []
+    other_b = float("nan")
     if Path(QUEUE_BENCH).exists():
         (work / "b").mkdir()
         with CPU([]) as cpu:
@@ -312,10 +336,10 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "Sources", "bench/queue"]).returncode
-    report(rows_a, rows_b, rows_c, pending, commit + ("+dirty" if dirty else ""))
+    report(rows_a, rows_b, rows_c, pending, commit + ("+dirty" if dirty else ""), probe, other_b)
 
 
-def report(rows_a, rows_b, rows_c, pending, commit) -> None:
+def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
     print(f"`bash bench/queue/run.sh` — commit `{commit}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{NCPU} cores, load average at the end {os.getloadavg()[0]:.2f}; {ROUNDS} rounds, order alternating; "
           "`other CPU` = machine busy time not spent in the measured processes (gateway, wrk, QueueBench, this "
@@ -337,10 +361,13 @@ def report(rows_a, rows_b, rows_c, pending, commit) -> None:
           f"({med['sqlite']['perSec']:.0f}/s); HTTP floor p50 {med['floor']['p50']:.3f} ms. Ratio gateway p50 / "
           f"(SQLite p50 + floor p50) = {ratio:.2f}** (target ≤ 1.5: {'met' if ratio <= 1.5 else 'NOT met'}); "
           f"non-2xx answers: {bad}; requests queued at the end: {pending}.\n")
+    print(f"Device probe (pwrite 4 KiB + fdatasync, p50 of 300): back to back {probe['backToBack']:.3f} ms, "
+          f"with 1 ms between flushes {probe['gap1ms']:.3f} ms.\n")
     if rows_b:
         print(f"(b) In process, {APPENDS} transactions per kind and round (QueueBench): `append` = mirror row + "
               "queue row in one immediate transaction with synchronous=FULL through the Storage module; `raw` = "
-              "SQLite C API, one ~1 KB row per transaction, WAL, synchronous=FULL.\n")
+              "SQLite C API, one ~1 KB row per transaction, WAL, synchronous=FULL. Other CPU during (b): "
+              f"{other_b:.0f}%.\n")
         print("| round | kind | tx/s | p50 ms | p99 ms |")
         print("|---|---|---:|---:|---:|")
         for x in rows_b:
