@@ -38,10 +38,10 @@ JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"
 ID_HEADER = {"oasis": "Repeatability-Request-ID", "sap": "RequestID", "both": "Repeatability-Request-ID"}
 
 
-def status_of(gw) -> dict:
+def status_of(gw, service: str = "nw") -> dict:
     st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
     assert st == 200, body
-    return json.loads(body)["odata"]["services"]["nw"]
+    return json.loads(body)["odata"]["services"][service]
 
 
 def products(root: str) -> list[dict]:
@@ -56,18 +56,18 @@ def products(root: str) -> list[dict]:
     return items
 
 
-def wait_idle(gw, seconds: float = 10) -> None:
+def wait_idle(gw, seconds: float = 10, service: str = "nw") -> None:
     """Until the upstream is seen reachable and the upload started by that (empty queue) is over."""
     deadline = time.time() + seconds
     while time.time() < deadline:
-        s = status_of(gw)
+        s = status_of(gw, service)
         if s["reachable"] and not s["uploading"]:
             break
         time.sleep(0.05)
     time.sleep(0.3)
 
 
-def upload_until_empty(gw, seconds: float = 30) -> list[dict]:
+def upload_until_empty(gw, seconds: float = 30, service: str = "nw") -> list[dict]:
     """Asks for uploads (each stops at a lost response) until the queue is empty; bounded."""
     runs = []
     deadline = time.time() + seconds
@@ -75,14 +75,18 @@ def upload_until_empty(gw, seconds: float = 30) -> list[dict]:
         if time.time() > deadline:
             break
         st, _, body = request(
-            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+            "POST",
+            gw.url(f"/_mirrorgate/odata/services/{service}/upload?wait=true"),
+            headers=gw.admin_headers(),
+            timeout=30,
         )
         if st == 200:
             runs.append(json.loads(body))
-        if status_of(gw)["pendingRequests"] == 0 and not status_of(gw)["uploading"]:
+        s = status_of(gw, service)
+        if s["pendingRequests"] == 0 and not s["uploading"]:
             return runs
         time.sleep(0.05)
-    raise AssertionError(f"queue not empty: {status_of(gw)}")
+    raise AssertionError(f"queue not empty: {status_of(gw, service)}")
 
 
 def post(gw, name: str, price: float = 1.0) -> requests.Response:
@@ -209,6 +213,79 @@ def test_every_lost_response_is_replayed_and_applied_exactly_once(gateway_factor
     for _ in range(2):
         assert requests.post(up.root + "Products", json=body, headers=h, timeout=10).status_code == 201
     assert [p["ProductName"] for p in products(up.root)].count(tag + "control") == 3
+
+
+def test_sap_v2_upstream_lost_responses_replayed_exactly_once(gateway_factory):
+    """The SAP dialect end to end: mock-sap (V2, CSRF, string keys from a number range) behind the shim,
+    `repeatabilityHeaders: sap`, `auto` learned from `RepeatabilityResult`; the first answer of a create,
+    a MERGE and a MERGE of the local create is lost each time."""
+    from harness import free_port
+    from test_odata_offline import SAP_ROOT
+    from test_odata_writes import _mock_sap_on
+
+    port = free_port()
+    sap = _mock_sap_on(port)
+    shim = RepeatabilityShim(f"http://127.0.0.1:{port}").start()
+    dropper = ResponseDropper(shim.url).start()
+    h = {"Accept": "application/json"}
+    root = f"http://127.0.0.1:{port}{SAP_ROOT}"
+    try:
+        svc = {
+            "mount": "/odata/gw/",
+            "upstream": dropper.url + SAP_ROOT,
+            "timeout": "3s",
+            "routing": "localFirst",
+            "repeatabilityHeaders": "sap",
+            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
+        }
+        gw = gateway_factory({"odata": {"services": {"gw": svc}}})
+        wait_downloaded(gw, "gw")
+        wait_idle(gw, service="gw")
+        first = requests.get(root + "SalesOrderSet?$orderby=SalesOrderID&$top=1", headers=h, timeout=10)
+        existing = first.json()["d"]["results"][0]["SalesOrderID"]
+        s = requests.Session()
+        url = gw.url("/odata/gw/")
+        s.headers["X-CSRF-Token"] = s.get(url, headers={**h, "X-CSRF-Token": "Fetch"}, timeout=10).headers[
+            "X-CSRF-Token"
+        ]
+        order = {"CustomerID": "0100000000", "CurrencyCode": "EUR"}
+
+        def create(note: str) -> str:
+            r = s.post(url + "SalesOrderSet", json={**order, "Note": note}, headers={**h, **JSON_HEADERS}, timeout=10)
+            assert r.status_code == 201, r.text
+            return r.json()["d"]["SalesOrderID"]
+
+        def merge(key: str, note: str) -> None:
+            r = s.request("MERGE", url + f"SalesOrderSet('{key}')", json={"Note": note}, headers=JSON_HEADERS, timeout=10)
+            assert r.status_code == 204, r.text
+
+        create("SAP-teacher")
+        upload_until_empty(gw, service="gw")  # RepeatabilityResult: accepted, learned
+        dropper.drop_first_of = "RequestID"
+        local = create("SAP-A")
+        assert local.startswith("local-")
+        merge(existing, "SAP-merged")
+        merge(local, "SAP-A2")
+        upload_until_empty(gw, service="gw")
+        st = status_of(gw, "gw")
+        assert st["pendingRequests"] == 0 and st["inDoubt"] == 0 and st["errorArchive"] == 0, st
+        assert dropper.dropped == 3 and shim.replays() == 3 and shim.executions() == 4
+        assert all(n == 1 for n in shim.executed.values())
+        assert all(fams == frozenset({"sap"}) for (_, _, _, _, fams) in shim.log)
+
+        def notes(note: str) -> list:
+            q = f"SalesOrderSet?$filter=Note eq '{note}'"
+            return requests.get(root + q, headers=h, timeout=10).json()["d"]["results"]
+
+        assert len(notes("SAP-teacher")) == 1 and notes("SAP-A") == []
+        a = notes("SAP-A2")
+        assert len(a) == 1 and not a[0]["SalesOrderID"].startswith("local-"), a
+        assert [o["SalesOrderID"] for o in notes("SAP-merged")] == [existing]
+    finally:
+        dropper.stop()
+        shim.stop()
+        sap.kill()
+        sap.wait(timeout=5)
 
 
 def test_without_the_shim_a_lost_patch_is_held_in_doubt_and_a_lost_delete_is_resent(gateway_factory, odata_upstream):
