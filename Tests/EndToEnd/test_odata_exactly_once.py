@@ -10,6 +10,9 @@ families) → odatapy Northwind V4. `routing: localFirst`, so writes are only ev
   stored response, and the gateway consumes it (server keys included). `upstreamSupportsRepeatability:
   true`, and `auto` learned from a `Repeatability-Result` / `RepeatabilityResult` header (before it was
   seen, a lost POST is held in doubt even with the shim there); OASIS, SAP and both header families.
+- The SAP dialect end to end: mock-sap (V2, CSRF) behind the shim with `RequestID`/`RepeatabilityCreation`.
+- `auto` keeps what it learned across a restart (a request in flight at `kill -9` is re-sent and replayed,
+  not held), and SAP's `RepeatabilityResult: unsupported` teaches nothing.
 - Negative control: the same request sent twice without the shim creates two entities.
 - Without the shim, a PATCH whose response is lost is held in doubt and a DELETE is re-sent (the POST case
   is test_odata_writes.py::test_a_post_whose_response_is_lost_is_held_in_doubt_not_duplicated).
