@@ -123,8 +123,7 @@ extension ODataService {
         switch settings.upstreamSupportsRepeatability {
         case .yes: mayResend = settings.enableRepeatableRequests
         case .no: mayResend = false
-        case .auto:
-            mayResend = settings.enableRepeatableRequests && uploadState.withLock { $0.repeatabilitySeen }
+        case .auto: mayResend = settings.enableRepeatableRequests && repeatabilityLearned()
         }
         let idempotent = request.method == "PUT" || request.method == "DELETE"
         if request.sentAt != nil, !idempotent, !mayResend {
@@ -189,9 +188,10 @@ extension ODataService {
                 return .stop
             }
             forwarder.reachability.reportSuccess()
-            if response.header("Repeatability-Result") != nil || response.header("RepeatabilityResult") != nil
+            if let result = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult"),
+                result.lowercased() != "unsupported"
             {
-                uploadState.withLock { $0.repeatabilitySeen = true }
+                learnRepeatability()
             }
             let status = response.status
             if status == 403, !csrfRetried, response.header("x-csrf-token")?.lowercased() == "required" {
@@ -220,6 +220,33 @@ extension ODataService {
                 request, status: status, code: code, message: message,
                 body: String(decoding: response.body.prefix(4096), as: UTF8.self))
             return .failed
+        }
+    }
+
+    /// `auto`: whether this upstream answered with a repeatability result (other than SAP's `unsupported`),
+    /// in this run or, for the same upstream URL, before a restart (`_mg_meta`): the request found in
+    /// doubt after a crash is the one that needs it.
+    func repeatabilityLearned() -> Bool {
+        if uploadState.withLock({ $0.repeatabilitySeen }) { return true }
+        let stored =
+            (try? mirror.pool.read { db in
+                try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='repeatabilitySeen'"#)
+            })?.string
+        guard stored == forwarder.settings.upstream else { return false }
+        uploadState.withLock { $0.repeatabilitySeen = true }
+        return true
+    }
+
+    func learnRepeatability() {
+        let first = uploadState.withLock { s -> Bool in
+            defer { s.repeatabilitySeen = true }
+            return !s.repeatabilitySeen
+        }
+        guard first else { return }
+        try? mirror.pool.write { db in
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('repeatabilitySeen', ?)"#,
+                [.text(forwarder.settings.upstream)])
         }
     }
 

@@ -1,9 +1,22 @@
-"""Network faults on loopback for the end-to-end tests: a black hole and a refused port."""
+"""Network faults on loopback for the end-to-end tests: a black hole, a refused port, and a proxy that
+loses responses after the upstream committed."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import threading
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    """Threads are daemons, the port is reusable at once, and a peer that hangs up (a gateway killed on
+    purpose, a connection dropped on purpose) is not printed as an error."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass
 
 
 class BlackHole:
@@ -61,3 +74,113 @@ def refused_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+class ResponseDropper:
+    """Loopback HTTP proxy in front of one origin that loses responses after the upstream committed.
+
+    Every request is forwarded (a fresh upstream connection each); for the next `drop` requests whose
+    method is in `methods`, the upstream's response is read in full and then the client connection is
+    closed without a byte of answer: the request took effect, the sender cannot know. With
+    `drop_first_of = HEADER`, instead the first response of every distinct value of that request header
+    (e.g. `Repeatability-Request-ID`) is lost, so that each request is answered only on its retry. The origin's own
+    URLs in answers are replaced by the proxy's (it stands in for the origin's canonical name).
+    Counters: `dropped`, `forwarded` (per method). `stop()` keeps the port for a later `start()`.
+    """
+
+    def __init__(self, origin: str, port: int = 0, methods: tuple[str, ...] = ("POST", "PATCH", "MERGE", "PUT")):
+        from urllib.parse import urlsplit
+
+        self.origin = origin.rstrip("/")
+        u = urlsplit(self.origin)
+        self._target = (u.hostname, u.port or 80)
+        self.methods = set(methods)
+        self.drop = 0
+        self.drop_first_of: str | None = None
+        self._seen_keys: set[str] = set()
+        self.dropped = 0
+        self.forwarded: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.port = port
+        self.httpd = None
+        self._bind()
+
+    def _bind(self) -> None:
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _any(self):
+                proxy._handle(self)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_MERGE = do_DELETE = _any
+
+        self.httpd = QuietServer(("127.0.0.1", self.port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ResponseDropper":
+        if self.httpd is None:
+            self._bind()
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.thread.join(timeout=5)
+            self.httpd = None
+
+    def drop_next(self, n: int) -> None:
+        with self._lock:
+            self.drop = n
+
+    def _handle(self, h) -> None:
+        import http.client
+
+        hop = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "host"}
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n > 0 else b""
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in hop}
+        headers["Host"] = "%s:%d" % self._target
+        conn = http.client.HTTPConnection(*self._target, timeout=30)
+        try:
+            conn.request(h.command, h.path, body=body if body else None, headers=headers)
+            r = conn.getresponse()
+            data = r.read()
+            status, reason, out = r.status, r.reason, [(k, v) for k, v in r.getheaders() if k.lower() not in hop]
+        except OSError:
+            h.close_connection = True
+            return
+        finally:
+            conn.close()
+        with self._lock:
+            self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
+            key = h.headers.get(self.drop_first_of) if self.drop_first_of else None
+            if h.command not in self.methods:
+                lose = False
+            elif key is not None:
+                lose = key not in self._seen_keys
+                self._seen_keys.add(key)
+            else:
+                lose = self.drop > 0
+                self.drop -= 1 if lose else 0
+            self.dropped += 1 if lose else 0
+        if lose:
+            h.close_connection = True
+            return
+        data = data.replace(self.origin.encode(), self.url.encode())
+        h.send_response_only(status, reason)
+        for k, v in out:
+            h.send_header(k, v.replace(self.origin, self.url))
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(data)
+
