@@ -420,3 +420,111 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         if sap.poll() is None:
             sap.kill()
         sap.wait(timeout=5)
+
+
+def wait_idle(gw) -> None:
+    """localFirst: wait until the upload the tracker starts on seeing the upstream (empty queue) is over."""
+    deadline = time.time() + 10
+    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
+        time.sleep(0.1)
+    time.sleep(0.3)
+
+
+def test_a_changeset_the_upstream_rejects_goes_to_the_error_archive_whole(gateway_factory, odata_upstream):
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root, routing="localFirst"))
+    wait_downloaded(gw, "nw")
+    wait_idle(gw)
+    changeset = [
+        part("POST", "Products", "1", {"ProductName": "Good in bad company", "Discontinued": False}),
+        part("PATCH", "Products(4)", "2", {"ProductName": "Renamed in bad company"}),
+        part("POST", "Products", "3", {"ProductName": "Bad", "Discontinued": "notabool"}),
+    ]
+    r = post_batch(gw, multipart_batch([changeset]))
+    assert r.status_code == 200 and multipart_statuses(r.text) == [201, 204, 201], r.text
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    good = {"ProductName": "Good alone", "Discontinued": False}
+    assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
+    assert status_of(gw)["pendingRequests"] == 4
+    st, _, body = request(
+        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+    )
+    assert st == 200, body
+    result = json.loads(body)
+    assert (result["uploaded"], result["failed"], result["remaining"]) == (1, 3, 0), result
+    s = status_of(gw)
+    assert s["errorArchive"] == 3 and s["pendingRequests"] == 0, s
+    names = [p["ProductName"] for p in upstream_products(up).values()]
+    assert "Good alone" in names
+    assert "Good in bad company" not in names and "Renamed in bad company" not in names and "Bad" not in names
+    assert [r.path for r in up.records if r.method == "POST"] == ["/nw.svc/$batch", "/nw.svc/Products"]
+
+
+def test_a_changeset_whose_response_is_lost_is_held_in_doubt(gateway_factory, odata_upstream):
+    from test_odata_writes import DroppingProxy
+
+    up = odata_upstream
+    proxy = DroppingProxy(up.origin)
+    try:
+        gw = gateway_factory(nw_config(f"http://127.0.0.1:{proxy.port}/nw.svc/", routing="localFirst"))
+        wait_downloaded(gw, "nw")
+        changeset = [
+            part("POST", "Products", "1", {"ProductName": "Doubtful Batch", "Discontinued": False}),
+            part("DELETE", "Products(5)", "2"),
+        ]
+        proxy.drop_posts = 1
+        r = post_batch(gw, multipart_batch([changeset]))
+        assert r.status_code == 200 and multipart_statuses(r.text) == [201, 204], r.text
+        st, _, out = request(
+            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
+        )
+        assert st in (200, 409), out
+        deadline = time.time() + 20
+        while time.time() < deadline and not (status_of(gw)["pendingRequests"] == 0 and proxy.dropped == 1):
+            time.sleep(0.1)
+        assert proxy.dropped == 1
+        s = status_of(gw)
+        assert s["pendingRequests"] == 0 and s["inDoubt"] == 2 and s["errorArchive"] == 2, s
+        after = upstream_products(up)
+        assert [p["ProductName"] for p in after.values()].count("Doubtful Batch") == 1  # applied once, not re-sent
+        assert 5 not in after
+        assert len([r for r in up.records if r.method == "POST"]) == 1
+    finally:
+        proxy.stop()
+
+
+def test_reference_writes_offline_are_uploaded(gateway_factory, odata_upstream):
+    from upstreams.odata_northwind import ODataUpstream
+
+    up = odata_upstream
+    gw = gateway_factory(nw_config(up.root))
+    wait_downloaded(gw, "nw")
+    up.stop()
+    r = requests.put(
+        gw.url(MOUNT + "Orders(10248)/Customer/$ref"),
+        json={"@odata.id": gw.url(MOUNT + "Customers('BONAP')")},
+        headers=JSON_HEADERS,
+        timeout=10,
+    )
+    assert r.status_code == 204, r.text
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    r = requests.get(gw.url(MOUNT + "Orders(10248)"), headers=ACCEPT, timeout=10)
+    assert r.json()["CustomerID"] == "BONAP"
+    r = requests.get(gw.url(MOUNT + "Customers('BONAP')/Orders?$orderby=OrderID"), headers=ACCEPT, timeout=10)
+    assert [o["OrderID"] for o in r.json()["value"]] == [10248, 10250]
+    r = requests.put(
+        gw.url(MOUNT + "Orders(10248)/Customer/$ref"), json={"@odata.id": "Customers('ZZZZZ')"}, headers=JSON_HEADERS
+    )
+    assert r.status_code == 404
+    assert status_of(gw)["pendingRequests"] == 1
+
+    up2 = ODataUpstream(port=up.port, page_size=5, etags=True).start()
+    try:
+        upload(gw)
+        puts = [r for r in up2.records if r.method == "PUT"]
+        assert [r.path for r in puts] == ["/nw.svc/Orders(10248)/Customer/$ref"]
+        assert json.loads(puts[0].body)["@odata.id"] == up2.root + "Customers('BONAP')"  # mapped to the upstream
+        r = requests.get(up2.root + "Orders(10248)/Customer", headers=ACCEPT, timeout=10)
+        assert r.json()["CustomerID"] == "BONAP"
+    finally:
+        up2.stop()

@@ -41,12 +41,52 @@ private let metadata = """
     </edmx:Edmx>
     """
 
+private let metadataV2 = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
+      xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
+      <edmx:DataServices m:DataServiceVersion="2.0">
+        <Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+          <EntityType Name="Customer">
+            <Key><PropertyRef Name="CustomerID"/></Key>
+            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
+            <Property Name="Name" Type="Edm.String"/>
+            <NavigationProperty Name="Orders" Relationship="S.CustomerOrders" FromRole="C" ToRole="O"/>
+          </EntityType>
+          <EntityType Name="Order">
+            <Key><PropertyRef Name="OrderID"/></Key>
+            <Property Name="OrderID" Type="Edm.Int32" Nullable="false"/>
+            <Property Name="CustomerID" Type="Edm.String"/>
+            <Property Name="Freight" Type="Edm.Decimal" Precision="10" Scale="2"/>
+            <NavigationProperty Name="Customer" Relationship="S.CustomerOrders" FromRole="O" ToRole="C"/>
+          </EntityType>
+          <Association Name="CustomerOrders">
+            <End Type="S.Customer" Multiplicity="0..1" Role="C"/>
+            <End Type="S.Order" Multiplicity="*" Role="O"/>
+            <ReferentialConstraint>
+              <Principal Role="C"><PropertyRef Name="CustomerID"/></Principal>
+              <Dependent Role="O"><PropertyRef Name="CustomerID"/></Dependent>
+            </ReferentialConstraint>
+          </Association>
+          <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
+            <EntitySet Name="Customers" EntityType="S.Customer"/>
+            <EntitySet Name="Orders" EntityType="S.Order"/>
+            <AssociationSet Name="CustomerOrdersSet" Association="S.CustomerOrders">
+              <End EntitySet="Customers" Role="C"/>
+              <End EntitySet="Orders" Role="O"/>
+            </AssociationSet>
+          </EntityContainer>
+        </Schema>
+      </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
 /// A localFirst service whose upstream never answers, mirrored from bootstrap files.
-private func makeService() throws -> ODataService {
+private func makeService(v2: Bool = false) throws -> ODataService {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odbatch-\(UUID().uuidString)")
         .path
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data(metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
+    try Data((v2 ? metadataV2 : metadata).utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
     try Data(#"{"value":[{"CustomerID":"ALFKI","Name":"Alfreds"},{"CustomerID":"BONAP","Name":"Bon"}]}"#.utf8)
         .write(to: URL(fileURLWithPath: dir + "/customers.json"))
     try Data(#"{"value":[{"OrderID":1,"CustomerID":"ALFKI","Freight":3.5}]}"#.utf8)
@@ -399,6 +439,99 @@ private let changeset = """
     #expect(first.url == "Orders(1)" && first.changeset == nil)
     _ = try ODataRequestQueue(pool: pool)  // a second open finds the columns in place
     #expect(queue.count == 1)
+}
+
+private func send(_ service: ODataService, _ method: String, _ target: String, _ body: String = "")
+    -> HTTPResponse
+{
+    service.localWriteResponse(
+        HTTPRequest(
+            method: method, target: target, headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(body.utf8)))
+}
+
+@Test func v4ReferenceWritesChangeForeignKeys() throws {
+    let service = try makeService()
+    func customerOfOrder1() -> String { get(service, "/odata/s/Orders(1)").1 }
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(1)/Customer/$ref", #"{"@odata.id":"Customers('BONAP')"}"#)
+            .status == 204)
+    #expect(customerOfOrder1().contains(#""CustomerID":"BONAP""#))
+    #expect(send(service, "DELETE", "/odata/s/Orders(1)/Customer/$ref").status == 204)
+    #expect(customerOfOrder1().contains(#""CustomerID":null"#))
+    #expect(
+        send(
+            service, "POST", "/odata/s/Customers('ALFKI')/Orders/$ref",
+            #"{"@odata.id":"http://gw/odata/s/Orders(1)"}"#
+        )
+        .status == 204)
+    #expect(get(service, "/odata/s/Customers('ALFKI')/Orders/$count").1 == "1")
+    #expect(send(service, "DELETE", "/odata/s/Customers('ALFKI')/Orders(1)/$ref").status == 204)
+    #expect(get(service, "/odata/s/Customers('ALFKI')/Orders/$count").1 == "0")
+    #expect(
+        send(service, "POST", "/odata/s/Customers('ALFKI')/Orders/$ref", #"{"@odata.id":"Orders(1)"}"#).status
+            == 204)
+    #expect(send(service, "DELETE", "/odata/s/Customers('ALFKI')/Orders/$ref?$id=Orders(1)").status == 204)
+    #expect(get(service, "/odata/s/Customers('ALFKI')/Orders/$count").1 == "0")
+    // Links to entities that do not exist are refused and not queued.
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(1)/Customer/$ref", #"{"@odata.id":"Customers('NONE')"}"#).status
+            == 404)
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(7)/Customer/$ref", #"{"@odata.id":"Customers('BONAP')"}"#)
+            .status == 404)
+    #expect(service.queue.count == 6)
+    let rows = try service.mirror.pool.read { db in
+        try db.query(#"SELECT entitySet, url FROM "_mg_queue" ORDER BY id"#)
+    }
+    #expect(rows.first?[0].string == "Orders" && rows.first?[1].string == "Orders(1)/Customer/$ref")
+}
+
+@Test func v2DeepInsertLinksAndChangesets() throws {
+    let service = try makeService(v2: true)
+    let deep = send(
+        service, "POST", "/odata/s/Customers",
+        #"{"CustomerID":"V2D","Name":"Deep","Orders":{"results":[{"Freight":"1.00"},{"Freight":"2.00"}]}}"#)
+    #expect(deep.status == 201)
+    #expect(get(service, "/odata/s/Customers('V2D')/Orders/$count").1 == "2")
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(1)/$links/Customer", #"{"uri":"Customers('BONAP')"}"#).status
+            == 204)
+    #expect(get(service, "/odata/s/Orders(1)").1.contains(#""CustomerID":"BONAP""#))
+    // A deferred link in the body of a create binds the new order to its customer.
+    let linked = send(
+        service, "POST", "/odata/s/Orders",
+        #"{"Freight":"3.00","Customer":{"__metadata":{"uri":"http://gw/odata/s/Customers('ALFKI')"}}}"#)
+    #expect(linked.status == 201)
+    #expect(text(linked).contains(#""CustomerID":"ALFKI""#))
+    let body = """
+        --b
+        Content-Type: multipart/mixed; boundary=cs
+
+        --cs
+        Content-Type: application/http
+        Content-ID: 1
+
+        POST Customers HTTP/1.1
+        Content-Type: application/json
+
+        {"CustomerID":"V2B","Name":"Batch"}
+        --cs
+        Content-Type: application/http
+        Content-ID: 2
+
+        POST $1/Orders HTTP/1.1
+        Content-Type: application/json
+
+        {"Freight":"4.00"}
+        --cs--
+        --b--
+        """
+    let r = batch(service, body, contentType: "multipart/mixed; boundary=b")
+    #expect(r.status == 202)
+    #expect(text(r).components(separatedBy: "HTTP/1.1 201 Created").count == 3)
+    #expect(get(service, "/odata/s/Customers('V2B')/Orders/$count").1 == "1")
+    #expect(service.queue.count == 5)
 }
 
 /// Parses JSON text in tests.
