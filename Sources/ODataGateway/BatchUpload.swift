@@ -202,7 +202,13 @@ extension ODataService {
         do {
             try mirror.pool.write { db in
                 try db.transaction(.immediate) {
-                    for (row, part) in zip(rows, parts) {
+                    // Parts are matched by the Content-ID the upstream echoes, else by position.
+                    var byID: [String: BatchChanges.PartResponse] = [:]
+                    for p in parts { if let id = p.headers["content-id"] { byID[id] = p } }
+                    let matched = rows.enumerated().map { i, row in
+                        row.contentID.flatMap { byID[$0] } ?? parts[i]
+                    }
+                    for (row, part) in zip(rows, matched) {
                         try recordUploaded(
                             row, body: part.body,
                             location: part.headers["location"] ?? part.headers["odata-entityid"], in: db)

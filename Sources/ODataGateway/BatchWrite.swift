@@ -230,8 +230,11 @@ enum BatchChanges {
             let type = headerMap(head)["content-type"] ?? ""
             if type.lowercased().hasPrefix("multipart/mixed"), let cb = LocalBatch.boundary(type) {
                 items.append(
-                    LocalBatch.parts(Array(inner.utf8), boundary: cb).compactMap {
-                        httpResponse(LocalBatch.splitHead(String(decoding: $0, as: UTF8.self)).body)
+                    LocalBatch.parts(Array(inner.utf8), boundary: cb).compactMap { p in
+                        let (mime, http) = splitPart(p)
+                        guard var r = httpResponse(http) else { return nil }
+                        if let id = headerMap(mime)["content-id"] { r.headers["content-id"] = id }
+                        return r
                     })
             } else if let r = httpResponse(inner) {
                 items.append([r])

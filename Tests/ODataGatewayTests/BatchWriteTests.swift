@@ -402,6 +402,7 @@ private let changeset = """
         {"CustomerID":"S1"}\r
         --cs\r
         Content-Type: application/http\r
+        Content-ID: 7\r
         \r
         HTTP/1.1 204 No Content\r
         \r
@@ -415,6 +416,74 @@ private let changeset = """
     #expect(items?.first?.map(\.status) == [201, 204])
     #expect(items?.first?.first?.headers["location"] == "http://up/svc/Customers('S1')")
     #expect(String(decoding: items?.first?.first?.body ?? [], as: UTF8.self) == #"{"CustomerID":"S1"}"#)
+    #expect(items?.first?.last?.headers["content-id"] == "7")
+    // A failed changeset: one response in place of the changeset.
+    let failed =
+        "--r\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 400 Bad Request\r\n\r\n{}\r\n--r--\r\n"
+    #expect(
+        BatchChanges.responses(Array(failed.utf8), contentType: "multipart/mixed; boundary=r")?.first?.map(
+            \.status)
+            == [400])
+}
+
+@Test func malformedBatchesGetODataErrors() throws {
+    let service = try makeService()
+    let bodies: [(String, String)] = [
+        ("garbage", "multipart/mixed"),
+        ("--b\r\nContent-Type: multipart/mixed\r\n\r\n--c--\r\n--b--\r\n", "multipart/mixed; boundary=b"),
+        (
+            "--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\n\r\nPOST\r\n--c--\r\n--b--",
+            "multipart/mixed; boundary=b"
+        ),
+        ("{", "application/json"),
+        (#"{"requests":[{"method":"POST"}]}"#, "application/json"),
+        (
+            #"{"requests":[{"id":"1","atomicityGroup":"g","method":"GET","url":"Orders"}]}"#,
+            "application/json"
+        ),
+        (
+            #"{"requests":[{"id":"1","method":"POST","url":"Orders","body":"not an object"}]}"#,
+            "application/json"
+        ),
+        (#"{"requests":[{"id":"1","method":"POST","url":"Nope","body":{}}]}"#, "application/json"),
+    ]
+    for (body, type) in bodies {
+        let r = batch(service, body, contentType: type)
+        let t = text(r)
+        #expect(r.status == 400 || t.contains(#""status":4"#) || t.contains("HTTP/1.1 4"), "\(body)")
+        #expect(t.contains("error"), "\(body)")
+    }
+    #expect(service.queue.count == 0)
+}
+
+@Test func anUploadedDeepInsertTakesTheNestedServerKeysFromTheResponse() throws {
+    let service = try makeService()
+    let created = service.localWriteResponse(
+        HTTPRequest(
+            method: "POST", target: "/odata/s/Customers",
+            headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(#"{"CustomerID":"DEEP9","Orders":[{"Freight":1},{"Freight":2}]}"#.utf8)))
+    #expect(created.status == 201)
+    let later = service.localWriteResponse(
+        HTTPRequest(
+            method: "PATCH", target: "/odata/s/Orders(-2)",
+            headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(#"{"Freight":5}"#.utf8)))
+    #expect(later.status == 204)
+    let row = try #require(try service.queue.first())
+    let response = #"{"CustomerID":"DEEP9","Orders":[{"OrderID":501,"CustomerID":"DEEP9","Freight":1}]}"#
+    try service.mirror.pool.write { db in
+        try db.transaction(.immediate) {
+            try service.recordUploaded(row, body: Array(response.utf8), location: nil, in: db)
+        }
+    }
+    // The first nested order has its server key; the second (absent from the response) left the mirror until
+    // the download brings it; the later PATCH now names the server key.
+    #expect(get(service, "/odata/s/Orders(501)").1.contains(#""CustomerID":"DEEP9""#))
+    #expect(get(service, "/odata/s/Orders(-1)").0 == 404)
+    #expect(get(service, "/odata/s/Orders(-2)").0 == 404)
+    let next = try #require(try service.queue.first())
+    #expect(next.url == "Orders(-2)")  // not in the response: unchanged
 }
 
 @Test func anOlderQueueTableGetsTheChangesetColumns() throws {
