@@ -8,7 +8,9 @@ extension ODataService {
     /// Sends the queued requests of changeset `id` (starting with `first`) to the upstream as one
     /// multipart `$batch` changeset and records the outcome for all of them at once: uploaded (removed,
     /// server keys applied, in one transaction), archived (the changeset failed), held in doubt, or left
-    /// queued (`.stop`). Returns the outcome and the number of requests it concerns.
+    /// queued (`.stop`). Returns the outcome and the number of requests it concerns. Repeatability: the
+    /// first request's ID and First-Sent, OASIS headers on each request of the changeset, SAP headers on
+    /// the `$batch` request.
     func sendChangeset(_ first: QueuedRequest, _ id: String) -> (SendOutcome, Int) {
         let rows = (try? queue.changeset(id)).flatMap { $0.isEmpty ? nil : $0 } ?? [first]
         let n = rows.count
@@ -32,9 +34,18 @@ extension ODataService {
         let map = ODataURLMap(gatewayRoot: first.gatewayRoot, upstreamRoot: s.upstream)
         let boundary = "batch_" + UUID().uuidString.lowercased()
         let changesetBoundary = "changeset_" + UUID().uuidString.lowercased()
+        // OASIS Repeatable Requests: the headers go on every request of the changeset, all with the same ID
+        // and First-Sent (a `$batch` carrying them must be rejected); SAP's go on the `$batch` itself.
+        var repeatability: [(String, String)] = []
+        if settings.enableRepeatableRequests, settings.repeatabilityHeaders != .sap {
+            repeatability = [
+                ("Repeatability-Request-ID", first.requestID), ("Repeatability-First-Sent", first.firstSent),
+            ]
+        }
+        var parts = Self.uploadParts(rows, map: map, upstreamRoot: s.upstream)
+        for i in parts.indices { parts[i].headers += repeatability }
         let batchBody = BatchChanges.changesetBody(
-            Self.uploadParts(rows, map: map, upstreamRoot: s.upstream), boundary: boundary,
-            changesetBoundary: changesetBoundary)
+            parts, boundary: boundary, changesetBoundary: changesetBoundary)
         var attempts = rows.map(\.attempts).max() ?? 0
         var csrfRetried = false
         while true {
@@ -48,15 +59,9 @@ extension ODataService {
             } else {
                 headers.append(("DataServiceVersion", "2.0"))
             }
-            if settings.enableRepeatableRequests {
-                if settings.repeatabilityHeaders != .sap {
-                    headers.append(("Repeatability-Request-ID", first.requestID))
-                    headers.append(("Repeatability-First-Sent", first.firstSent))
-                }
-                if settings.repeatabilityHeaders != .oasis {
-                    headers.append(("RequestID", first.requestID))
-                    headers.append(("RepeatabilityCreation", first.firstSent))
-                }
+            if settings.enableRepeatableRequests, settings.repeatabilityHeaders != .oasis {
+                headers.append(("RequestID", first.requestID))
+                headers.append(("RepeatabilityCreation", first.firstSent))
             }
             var carrier = HTTPRequest(method: "POST", target: s.mount + "$batch")
             if let auth = first.authorization { carrier.headers.set("Authorization", auth) }

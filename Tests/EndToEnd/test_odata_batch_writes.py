@@ -174,8 +174,14 @@ def test_v4_multipart_changeset_offline_survives_kill_and_is_uploaded_as_one_cha
         writes = [r for r in up2.records if r.method in ("POST", "PATCH", "PUT", "DELETE", "MERGE")]
         assert [(r.method, r.path) for r in writes] == [("POST", "/nw.svc/$batch")]  # one changeset, once
         sent = writes[0]
-        assert sent.headers.get("Repeatability-Request-Id") and sent.headers.get("Repeatability-First-Sent")
+        # Repeatability: SAP's headers on the $batch; OASIS's on each request of the changeset, one ID for all
+        # (OASIS: a $batch carrying them must be rejected).
+        assert sent.headers.get("Requestid") and sent.headers.get("Repeatabilitycreation")
+        assert "Repeatability-Request-Id" not in sent.headers
         text = sent.body.decode()
+        ids = re.findall(r"^Repeatability-Request-ID: (\S+)\r$", text, re.M)
+        assert len(ids) == 6 and len(set(ids)) == 1 and ids[0] == sent.headers["Requestid"], text
+        assert text.count("Repeatability-First-Sent: ") == 6
         # A gateway-minted key of an entity created in the changeset travels as its Content-ID; a key the
         # client chose travels as itself (the upstream applies the changeset's requests in order).
         assert "PATCH $5 HTTP/1.1" in text and "(-2)" not in text
