@@ -12,7 +12,13 @@ extension ODataService {
     /// first request's ID and First-Sent, OASIS headers on each request of the changeset, SAP headers on
     /// the `$batch` request.
     func sendChangeset(_ first: QueuedRequest, _ id: String) -> (SendOutcome, Int) {
-        let rows = (try? queue.changeset(id)).flatMap { $0.isEmpty ? nil : $0 } ?? [first]
+        var rows = (try? queue.changeset(id)).flatMap { $0.isEmpty ? nil : $0 } ?? [first]
+        if version == .v2 {
+            // V2 (SAP Gateway) resolves no `$N` references: a request that needs the key of an entity created
+            // earlier in the changeset goes in a later changeset, sent once that key is known (the remainder
+            // keeps its changeset id and is picked up next, rewritten with the server key).
+            rows = Array(rows.prefix(Self.v2ChangesetCut(rows)))
+        }
         let n = rows.count
         let s = forwarder.settings
         let mayResend: Bool
@@ -170,6 +176,18 @@ extension ODataService {
             }
         }
         return parts
+    }
+
+    /// How many leading rows can go in one V2 changeset: up to the first that refers to a local key created
+    /// by an earlier row.
+    static func v2ChangesetCut(_ rows: [QueuedRequest]) -> Int {
+        var created: [String] = []
+        for (i, row) in rows.enumerated() {
+            let body = String(decoding: row.body, as: UTF8.self)
+            if created.contains(where: { row.url.hasPrefix($0) || body.contains($0) }) { return max(1, i) }
+            if row.method == "POST", let key = row.localKey { created.append(row.entitySet + key) }
+        }
+        return rows.count
     }
 
     private func markAllSent(_ rows: [QueuedRequest], _ sent: Bool) throws {

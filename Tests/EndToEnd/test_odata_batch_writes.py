@@ -534,3 +534,80 @@ def test_reference_writes_offline_are_uploaded(gateway_factory, odata_upstream):
         assert r.json()["CustomerID"] == "BONAP"
     finally:
         up2.stop()
+
+
+def test_v2_changeset_with_content_id_reference_is_uploaded_in_two_steps(gateway_factory, tmp_path):
+    """mock-sap (like SAP Gateway V2) resolves no `$1`: the gateway sends the create first, learns the
+    server key, and sends the dependent request in a second changeset rewritten with that key."""
+    from harness import free_port
+    from test_odata_offline import SAP_ROOT
+
+    port = free_port()
+    sap = _mock_sap_on(port)
+    root = f"http://127.0.0.1:{port}{SAP_ROOT}"
+    try:
+        gw = gateway_factory(
+            {
+                "dataDir": str(tmp_path / "data"),
+                "odata": {
+                    "services": {
+                        "gw": {
+                            "mount": "/odata/gw/",
+                            "upstream": root,
+                            "timeout": "3s",
+                            "definingRequests": [
+                                {"name": "orders", "query": "SalesOrderSet"},
+                                {"name": "items", "query": "SalesOrderLineItemSet"},
+                            ],
+                        }
+                    }
+                },
+            }
+        )
+        wait_downloaded(gw, "gw")
+        sap.kill()
+        sap.wait(timeout=5)
+        url = gw.url("/odata/gw/")
+        body = (
+            "--batch\r\nContent-Type: multipart/mixed; boundary=cs\r\n\r\n"
+            + "--cs\r\n"
+            + part("POST", "SalesOrderSet", "1", {"CustomerID": "0100000000", "CurrencyCode": "EUR", "Note": "v2 parent"})
+            + "--cs\r\n"
+            + part(
+                "POST",
+                "$1/ToLineItems",
+                "2",
+                {"ItemPosition": "0000000010", "ProductID": "HT-1000", "Quantity": "2", "QuantityUnit": "EA"},
+            )
+            + "--cs--\r\n--batch--\r\n"
+        )
+        r = requests.post(
+            url + "$batch", data=body.encode(), headers={"Content-Type": "multipart/mixed; boundary=batch"}, timeout=10
+        )
+        assert r.status_code == 202, r.text
+        assert multipart_statuses(r.text) == [201, 201], r.text
+        local_id = re.search(r'"SalesOrderID":"(local-[^"]+)"', r.text).group(1)
+        r = requests.get(url + f"SalesOrderSet('{local_id}')/ToLineItems", headers=ACCEPT, timeout=10)
+        assert [i["ProductID"] for i in r.json()["d"]["results"]] == ["HT-1000"], r.text
+
+        sap = _mock_sap_on(port)  # fresh data, same port
+        upload(gw, "gw")
+        made = requests.get(root + "SalesOrderSet?$filter=Note eq 'v2 parent'", headers=ACCEPT).json()["d"]["results"]
+        assert len(made) == 1 and not made[0]["SalesOrderID"].startswith("local-")
+        server_id = made[0]["SalesOrderID"]
+        items = requests.get(root + f"SalesOrderSet('{server_id}')/ToLineItems", headers=ACCEPT).json()["d"]["results"]
+        assert [(i["ItemPosition"], i["ProductID"]) for i in items] == [("0000000010", "HT-1000")]
+        # After the upload and the download, the mirror holds the server's rows only.
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = requests.get(url + f"SalesOrderSet('{server_id}')/ToLineItems", headers=ACCEPT, timeout=10)
+            left = requests.get(url + "SalesOrderLineItemSet?$filter=startswith(SalesOrderID,'local-')", headers=ACCEPT)
+            if r.status_code == 200 and len(r.json()["d"]["results"]) == 1 and left.json()["d"]["results"] == []:
+                break
+            time.sleep(0.1)
+        assert [i["ProductID"] for i in r.json()["d"]["results"]] == ["HT-1000"], r.text
+        assert left.json()["d"]["results"] == [], left.text
+    finally:
+        if sap.poll() is None:
+            sap.kill()
+        sap.wait(timeout=5)

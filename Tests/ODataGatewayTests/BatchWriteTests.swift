@@ -387,6 +387,34 @@ private let changeset = """
     #expect(back.map(\.contentID) == ["1", "2", "3"])
 }
 
+@Test func v2ChangesetsAreCutBeforeARequestNeedingAKeyCreatedInThem() {
+    func row(_ method: String, _ set: String, _ url: String, _ body: String, _ local: String?)
+        -> QueuedRequest
+    {
+        QueuedRequest(
+            id: 0, entitySet: set, method: method, url: url, body: Array(body.utf8), contentType: nil,
+            authorization: nil, ifMatch: nil, localKey: local, gatewayRoot: "", requestID: "r",
+            firstSent: "t",
+            attempts: 0, changeset: "c")
+    }
+    let independent = [
+        row("POST", "Orders", "Orders", "{}", "('local-a')"),
+        row("PATCH", "Orders", "Orders('7')", "{}", nil),
+    ]
+    #expect(ODataService.v2ChangesetCut(independent) == 2)
+    let dependent =
+        independent + [
+            row("POST", "Items", "Orders('local-a')/ToItems", "{}", nil),
+            row("DELETE", "Orders", "Orders('8')", "", nil),
+        ]
+    #expect(ODataService.v2ChangesetCut(dependent) == 2)
+    let bound = [
+        row("POST", "Orders", "Orders", "{}", "('local-a')"),
+        row("POST", "Notes", "Notes", #"{"Order":{"__metadata":{"uri":"Orders('local-a')"}}}"#, nil),
+    ]
+    #expect(ODataService.v2ChangesetCut(bound) == 1)
+}
+
 @Test func changesetResponsesParse() {
     let body = """
         --r\r
