@@ -308,10 +308,9 @@ extension ODataService {
                     continue
                 }
                 if part.method == "GET" {
-                    var read = BatchRead(
+                    let read = BatchRead(
                         id: part.contentID, method: "GET", url: BatchChanges.resolveURL(part.url, references),
                         headers: part.headers.map { ($0.key, $0.value) })
-                    read.url = BatchChanges.resolveURL(read.url, references)
                     let r = localResponse(
                         .batchPart(read, outer: request, mount: mount, gatewayRoot: gatewayRoot))
                     if r.status >= 400, let id = part.contentID { failed.insert(id) }
@@ -361,8 +360,7 @@ extension ODataService {
                 var outcomes: [LocalWriteOutcome] = []
                 for (index, part) in parts.enumerated() {
                     let url = BatchChanges.resolveURL(part.url, local)
-                    var read = BatchRead(id: nil, method: part.method, url: url, headers: [])
-                    read.url = url
+                    let read = BatchRead(id: nil, method: part.method, url: url, headers: [])
                     let target = HTTPRequest.batchPart(
                         read, outer: request, mount: mount, gatewayRoot: gatewayRoot
                     )

@@ -250,7 +250,8 @@ public final class ODataService: Sendable {
     }
 
     /// Blocking (on the pool): forwards a write with the upstream's CSRF token; a `$batch` that cannot
-    /// reach the upstream is answered locally when it only reads.
+    /// reach the upstream is answered locally (its changesets applied and queued) when it only reads or was
+    /// never sent.
     func forwardWrite(_ request: HTTPRequest, _ responder: any Responder, retried: Bool) {
         let prepared = csrf.prepare(request, settings: forwarder.settings, client: client)
         var retry: (@Sendable () -> Void)?
