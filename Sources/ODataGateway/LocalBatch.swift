@@ -10,8 +10,7 @@ struct BatchRead {
 }
 
 /// Read-only `$batch` answered from the mirror: multipart (V2 and V4) and JSON (V4) batches whose
-/// requests are all GETs. Anything else (a changeset, a write) is refused with 503, as writes are not
-/// queued offline yet.
+/// requests are all GETs. A batch with changes is answered by ``BatchChanges`` (applied and queued).
 enum LocalBatch {
     enum Failure: Error {
         case notReadOnly

@@ -238,6 +238,10 @@ public final class ODataMirror: Sendable {
                 .compactMap { $0[0].string }
                 for set in Set(sets).union(rows.keys) where m.layouts[set] != nil {
                     try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+                    // Nothing is queued (checked above): rows written locally have all been uploaded and
+                    // the set is downloaded now, so local rows (e.g. nested entities of a deep insert whose
+                    // server keys were never learned) give way to the server's.
+                    if unlessQueued { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
                 }
                 try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
                 for (set, entities) in rows.sorted(by: { $0.key < $1.key }) {

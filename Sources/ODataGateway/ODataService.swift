@@ -206,8 +206,17 @@ public final class ODataService: Sendable {
             var stripped = request
             stripped.headers.remove("X-CSRF-Token")
             let write = stripped
-            if isBatch(write), mirror.model != nil, !forwarder.reachability.isReachable {
-                pool.submit { [self] in answerLocally(write, responder, mayForward: false) }
+            if isBatch(write), mirror.model != nil {
+                pool.submit { [self] in
+                    // A batch with changes follows the rule of single writes (ordering behind the queue).
+                    if !forwarder.reachability.isReachable
+                        || ((settings.localFirst || queue.count > 0) && batchHasChanges(write))
+                    {
+                        answerLocally(write, responder, mayForward: false)
+                    } else {
+                        forwardWrite(write, responder, retried: false)
+                    }
+                }
                 return
             }
             if !isBatch(write), mirror.model != nil,
@@ -241,7 +250,8 @@ public final class ODataService: Sendable {
     }
 
     /// Blocking (on the pool): forwards a write with the upstream's CSRF token; a `$batch` that cannot
-    /// reach the upstream is answered locally when it only reads.
+    /// reach the upstream is answered locally (its changesets applied and queued) when it only reads or was
+    /// never sent.
     func forwardWrite(_ request: HTTPRequest, _ responder: any Responder, retried: Bool) {
         let prepared = csrf.prepare(request, settings: forwarder.settings, client: client)
         var retry: (@Sendable () -> Void)?
@@ -259,7 +269,9 @@ public final class ODataService: Sendable {
             forget: { [self] in csrf.forget(request) })
         var fallback: (@Sendable (UpstreamError) -> Bool)?
         if isBatch(request), mirror.model != nil {
-            fallback = { [self] _ in
+            fallback = { [self] error in
+                // A batch with changes that may have reached the upstream is not applied a second time.
+                if error.kind != .refused, error.kind != .dns, batchHasChanges(request) { return false }
                 pool.submit { [self] in answerLocally(request, responder, mayForward: false) }
                 return true
             }
@@ -386,10 +398,7 @@ public final class ODataService: Sendable {
         } catch {
             switch error {
             case .notReadOnly:
-                return ODataError.response(
-                    503, code: "UpstreamUnavailable",
-                    "the upstream is unreachable and this $batch contains changes; only read-only batches are answered offline",
-                    version: version)
+                return batchWriteResponse(request)
             case .malformed(let why):
                 return ODataError.response(
                     400, code: "BadRequest", "invalid $batch: \(why)", version: version)

@@ -34,6 +34,13 @@ public struct QueuedRequest: Sendable {
     /// Set (durably) just before the request is sent and cleared when it is known not to have taken effect:
     /// a request found with it set was sent and its outcome is unknown (e.g. the gateway was killed).
     public var sentAt: String? = nil
+    /// The changeset this request was queued with (all of them are uploaded together as one `$batch`
+    /// changeset), else nil.
+    public var changeset: String? = nil
+    /// The request's `Content-ID` inside its changeset.
+    public var contentID: String? = nil
+    /// Deep insert: the nested entities created locally, as JSON `[{"set","key","nav","index"}]`.
+    public var nested: String? = nil
 }
 
 /// The durable request queue and the ErrorArchive of one OData service, stored in the service's mirror
@@ -65,6 +72,11 @@ public final class ODataRequestQueue: Sendable {
                 CREATE TABLE IF NOT EXISTS "_mg_keymap" (entitySet TEXT NOT NULL, localKey TEXT NOT NULL,
                   serverKey TEXT NOT NULL, PRIMARY KEY (entitySet, localKey));
                 """)
+            // Columns added after the first release: files created before get them here.
+            let columns = Set(try db.query(#"PRAGMA table_info("_mg_queue")"#).compactMap { $0[1].string })
+            for column in ["changeset", "contentID", "nested"] where !columns.contains(column) {
+                try db.execute(#"ALTER TABLE "_mg_queue" ADD COLUMN "# + column + " TEXT")
+            }
         }
         let counts = try pool.read { db in
             try db.query(#"SELECT entitySet, COUNT(*) FROM "_mg_queue" GROUP BY entitySet"#)
@@ -83,28 +95,40 @@ public final class ODataRequestQueue: Sendable {
     /// Runs `body` and appends the request it returns (its `id` ignored) in one immediate transaction on the writer
     /// connection with `synchronous=FULL`; returns what `body` returned.
     func append<T>(_ body: (Database) throws -> (QueuedRequest, T)) throws -> T {
-        let (request, result) = try pool.write { db -> (QueuedRequest, T) in
+        try appendAll { db in
+            let (request, result) = try body(db)
+            return ([request], result)
+        }
+    }
+
+    /// Like ``append(_:)`` for several requests (a changeset): all of them or none, in one transaction.
+    func appendAll<T>(_ body: (Database) throws -> ([QueuedRequest], T)) throws -> T {
+        let (requests, result) = try pool.write { db -> ([QueuedRequest], T) in
             try db.execute("PRAGMA synchronous=FULL")
             defer { try? db.execute("PRAGMA synchronous=NORMAL") }
             return try db.transaction(.immediate) {
-                let (request, r) = try body(db)
-                try db.run(
-                    """
-                    INSERT INTO "_mg_queue" (entitySet, method, url, body, contentType, authorization, ifMatch,
-                      localKey, gatewayRoot, requestID, firstSent, createdAt) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
-                    """,
-                    [
-                        .text(request.entitySet), .text(request.method), .text(request.url),
-                        .blob(request.body),
-                        SQLValue(request.contentType), SQLValue(request.authorization),
-                        SQLValue(request.ifMatch),
-                        SQLValue(request.localKey), .text(request.gatewayRoot), .text(request.requestID),
-                        .text(request.firstSent), .text(iso8601Now()),
-                    ])
-                return (request, r)
+                let (requests, r) = try body(db)
+                for request in requests {
+                    try db.run(
+                        """
+                        INSERT INTO "_mg_queue" (entitySet, method, url, body, contentType, authorization, ifMatch,
+                          localKey, gatewayRoot, requestID, firstSent, createdAt, changeset, contentID, nested)
+                          VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                        """,
+                        [
+                            .text(request.entitySet), .text(request.method), .text(request.url),
+                            .blob(request.body),
+                            SQLValue(request.contentType), SQLValue(request.authorization),
+                            SQLValue(request.ifMatch),
+                            SQLValue(request.localKey), .text(request.gatewayRoot), .text(request.requestID),
+                            .text(request.firstSent), .text(iso8601Now()), SQLValue(request.changeset),
+                            SQLValue(request.contentID), SQLValue(request.nested),
+                        ])
+                }
+                return (requests, r)
             }
         }
-        pending.withLock { $0[request.entitySet, default: 0] += 1 }
+        pending.withLock { p in for r in requests { p[r.entitySet, default: 0] += 1 } }
         return result
     }
 
@@ -114,18 +138,35 @@ public final class ODataRequestQueue: Sendable {
             try db.query(
                 """
                 SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
-                  requestID, firstSent, attempts, sentAt FROM "_mg_queue" ORDER BY id LIMIT 1
+                  requestID, firstSent, attempts, sentAt, changeset, contentID, nested FROM "_mg_queue"
+                  ORDER BY id LIMIT 1
                 """
-            ).first.map { r in
-                QueuedRequest(
-                    id: r[0].int64 ?? 0, entitySet: r[1].string ?? "", method: r[2].string ?? "",
-                    url: r[3].string ?? "", body: r[4].bytes ?? [], contentType: r[5].string,
-                    authorization: r[6].string, ifMatch: r[7].string, localKey: r[8].string,
-                    gatewayRoot: r[9].string ?? "", requestID: r[10].string ?? "",
-                    firstSent: r[11].string ?? "",
-                    attempts: r[12].int ?? 0, sentAt: r[13].string)
-            }
+            ).first.map(Self.request)
         }
+    }
+
+    /// The requests queued with changeset `id`, in order.
+    func changeset(_ id: String) throws -> [QueuedRequest] {
+        try pool.read { db in
+            try db.query(
+                """
+                SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
+                  requestID, firstSent, attempts, sentAt, changeset, contentID, nested FROM "_mg_queue"
+                  WHERE changeset = ? ORDER BY id
+                """, [.text(id)]
+            ).map(Self.request)
+        }
+    }
+
+    static func request(_ r: Row) -> QueuedRequest {
+        QueuedRequest(
+            id: r[0].int64 ?? 0, entitySet: r[1].string ?? "", method: r[2].string ?? "",
+            url: r[3].string ?? "", body: r[4].bytes ?? [], contentType: r[5].string,
+            authorization: r[6].string, ifMatch: r[7].string, localKey: r[8].string,
+            gatewayRoot: r[9].string ?? "", requestID: r[10].string ?? "",
+            firstSent: r[11].string ?? "",
+            attempts: r[12].int ?? 0, sentAt: r[13].string, changeset: r[14].string, contentID: r[15].string,
+            nested: r[16].string)
     }
 
     /// Counts one more `500` for `request`.

@@ -99,6 +99,18 @@ extension ODataService {
     func runUpload() -> ODataUploadStats {
         var stats = ODataUploadStats()
         while let request = try? queue.first() {
+            if let changeset = request.changeset {
+                let (outcome, n) = sendChangeset(request, changeset)
+                switch outcome {
+                case .done: stats.uploaded += n
+                case .failed: stats.failed += n
+                case .inDoubt: stats.inDoubt += n
+                case .stop:
+                    stats.interrupted = true
+                    return stats
+                }
+                continue
+            }
             switch send(request) {
             case .done: stats.uploaded += 1
             case .failed: stats.failed += 1
@@ -282,6 +294,23 @@ extension ODataService {
     /// After a 2xx: removes the request; for a create with a local key, the server's key replaces it in
     /// the mirror and in later queued requests.
     func finish(_ request: QueuedRequest, body: [UInt8], location: String?) {
+        do {
+            try mirror.pool.write { db in
+                try db.transaction(.immediate) {
+                    try recordUploaded(request, body: body, location: location, in: db)
+                }
+            }
+            queue.didLeave(request)
+        } catch {
+            logger.error(
+                "odata upload: cannot record an uploaded request",
+                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
+        }
+    }
+
+    /// Inside `db`'s transaction: removes an uploaded request; for a create with a local key, the server's
+    /// key (from the response body, else `location`) replaces it in the mirror and in later queued requests.
+    func recordUploaded(_ request: QueuedRequest, body: [UInt8], location: String?, in db: Database) throws {
         var serverKey: String?
         var serverEntity: [(String, RawJSON)]?
         let m = mirror.model
@@ -301,31 +330,19 @@ extension ODataService {
                 serverKey = String(location[open...])
             }
         }
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    try queue.remove(request, in: db)
-                    guard let old = request.localKey, let new = serverKey, let m,
-                        let layout = m.layouts[request.entitySet]
-                    else { return }
-                    try queue.replaceKey(
-                        set: request.entitySet, old: old, new: new,
-                        stringKey: ODataRequestQueue.unquote(old), in: db)
-                    try replaceMirrorKey(
-                        db, model: m, layout: layout, old: old, new: new, entity: serverEntity)
-                }
-            }
-            queue.didLeave(request)
-        } catch {
-            logger.error(
-                "odata upload: cannot record an uploaded request",
-                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
-        }
+        try queue.remove(request, in: db)
+        if request.nested != nil, let m { try recordNested(request, body: body, model: m, in: db) }
+        guard let old = request.localKey, let new = serverKey, let m,
+            let layout = m.layouts[request.entitySet]
+        else { return }
+        try queue.replaceKey(
+            set: request.entitySet, old: old, new: new, stringKey: ODataRequestQueue.unquote(old), in: db)
+        try replaceMirrorKey(db, model: m, layout: layout, old: old, new: new, entity: serverEntity)
     }
 
     /// Rewrites the locally created row: the server's entity when the response carried it, else the local
     /// row with the server's key.
-    private func replaceMirrorKey(
+    func replaceMirrorKey(
         _ db: Database, model m: MirrorModel, layout: MirrorSetLayout, old: String, new: String,
         entity: [(String, RawJSON)]?
     ) throws {
