@@ -264,3 +264,26 @@ private let customersWithOrders = #"""
     #expect(count.sql.contains(#"COUNT(DISTINCT "t1".rowid)"#))
     #expect(count.bindings == [.integer(1)])
 }
+
+@Test func nestedExpandLevelsRecordTheirLinksToo() throws {
+    let mirror = try tempMirror(v4Metadata)
+    // `Customers?$expand=Orders($expand=Customer)`: both navigations are known from one request.
+    try download(
+        mirror, request: "c", set: "Customers", type: "NS.Customer",
+        #"{"value":[{"CustomerID":"ALFKI","Country":"DE","Orders":[{"OrderID":1,"Freight":1.5,"Customer":{"CustomerID":"ALFKI","Country":"DE"}}]},{"CustomerID":"BONAP","Country":"FR","Orders":[]}]}"#
+    )
+    #expect(
+        try read(mirror, "Orders(1)/Customer/$ref").1.contains(
+            #""@odata.id":"http://gw/o/Customers('ALFKI')""#))
+    let deep = try read(mirror, "Customers('ALFKI')", "$expand=Orders($expand=Customer($select=Country))").1
+    #expect(
+        deep.contains(
+            #""Orders":[{"OrderID":1,"Freight":1.5,"Customer":{"CustomerID":"ALFKI","Country":"DE"}}]"#))
+    let filtered = try read(mirror, "Orders", "$filter=Customer/Country%20eq%20'DE'&$select=OrderID").1
+    #expect(filtered.contains(#""value":[{"OrderID":1}]"#))
+    // A nested $select without the key leaves the links unknown rather than empty.
+    try download(
+        mirror, request: "c", set: "Customers", type: "NS.Customer",
+        #"{"value":[{"CustomerID":"ALFKI","Country":"DE","Orders":[{"Freight":1.5}]}]}"#)
+    #expect(status(mirror, "Customers('ALFKI')/Orders") == 501)
+}
