@@ -24,6 +24,10 @@ public struct MirrorLinkNavigation: Sendable, Hashable {
     public var sourceKey: [(name: String, type: EdmPrimitiveType)]
     /// Target key properties (name, type) in key order.
     public var targetKey: [(name: String, type: EdmPrimitiveType)]
+    /// The partner navigation back from the target set, when it is single-valued and also a link
+    /// navigation: each link shown here is also the partner's one link of the target (`Customers('A')`
+    /// showing `Orders(1)` tells that `Orders(1)/Customer` is `Customers('A')`).
+    public var singlePartner: String?
 
     /// The link table's name (raw; quote it).
     public var table: String { "_mg_link/" + sourceSet + "/" + name }
@@ -76,7 +80,17 @@ public struct MirrorLinkNavigation: Sendable, Hashable {
                 else { continue }
                 result[set.name, default: [:]][nav.name] = MirrorLinkNavigation(
                     sourceSet: set.name, name: nav.name, targetSet: target.name, targetType: nav.target,
-                    isCollection: nav.isCollection, sourceKey: sourceKey, targetKey: targetKey)
+                    isCollection: nav.isCollection, sourceKey: sourceKey, targetKey: targetKey,
+                    singlePartner: nav.partner)
+            }
+        }
+        for (set, navs) in result {
+            for (name, link) in navs {
+                guard let partner = link.singlePartner else { continue }
+                if let back = result[link.targetSet]?[partner], back.targetSet == set, !back.isCollection {
+                    continue
+                }
+                result[set]?[name]?.singlePartner = nil
             }
         }
         return result
@@ -191,6 +205,14 @@ extension ODataMirror {
             // A related entity without its key (a nested `$select` left it out): the links are not known.
             guard let target = key(r, link.targetKey) else { return [] }
             records.append(MirrorLinkRecord(sourceSet: set, navigation: name, source: source, target: target))
+            if let partner = link.singlePartner {
+                records.append(
+                    MirrorLinkRecord(
+                        sourceSet: link.targetSet, navigation: partner, source: target, target: nil))
+                records.append(
+                    MirrorLinkRecord(
+                        sourceSet: link.targetSet, navigation: partner, source: target, target: source))
+            }
         }
         return records
     }

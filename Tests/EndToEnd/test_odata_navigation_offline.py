@@ -155,6 +155,42 @@ def test_links_never_downloaded_are_an_honest_501(gateway_factory, upstream_with
     assert r.status_code == 200 and r.json()["@odata.id"] == gw.url(MOUNT + "Customers('BONAP')")
 
 
+def test_single_valued_partner_known_from_the_other_side(gateway_factory, upstream_without_constraints):
+    # Only Customers are expanded; Orders are mirrored plain. Each order an expanded customer showed has
+    # that customer as its Customer (the partner is single-valued), so Order.Customer is answered too.
+    up = upstream_without_constraints["up"]
+    gw = gateway_factory(
+        config(
+            up.root,
+            [{"name": "customers", "query": "Customers?$expand=Orders"}, {"name": "orders", "query": "Orders"}],
+        )
+    )
+    wait_downloaded(gw, "nw")
+    paths = [
+        "Orders(10250)/Customer",
+        "Orders(10248)/Customer/$ref",
+        "Orders?$filter=Customer/Country eq 'France' or Customer/City eq 'Berlin'&$select=OrderID",
+    ]
+
+    def scenario():
+        out = {}
+        for p in paths:
+            r = get(gw, MOUNT + p)
+            assert r.status_code == 200, (p, r.status_code, r.text)
+            out[p] = (r.headers["X-Mirrorgate-Origin"], r.json())
+        return out
+
+    online = scenario()
+    assert online[paths[0]][1]["CustomerID"] == "BONAP"
+    assert [o["OrderID"] for o in online[paths[2]][1]["value"]] == [10248, 10249, 10250]
+    up.stop()
+    upstream_without_constraints["stopped"] = True
+    offline = scenario()
+    for p in paths:
+        assert online[p][0] == "remote" and offline[p][0] == "local"
+        assert offline[p][1] == online[p][1], p
+
+
 def test_v2_links_online_and_offline(gateway_factory):
     sap = _start_mock_sap(csrf=False)
     try:

@@ -119,6 +119,8 @@ private let customersWithOrders = #"""
     let links = try #require(mirror.model?.links)
     #expect(links["Customers"]?["Orders"]?.targetSet == "Orders")
     #expect(links["Orders"]?["Customer"]?.isCollection == false)
+    #expect(links["Customers"]?["Orders"]?.singlePartner == "Customer")
+    #expect(links["Orders"]?["Customer"]?.singlePartner == nil)  // its partner is a collection
     #expect(links["Customers"]?["Orders"]?.table == "_mg_link/Customers/Orders")
 }
 
@@ -165,7 +167,7 @@ private let customersWithOrders = #"""
     try download(mirror, request: "c", set: "Customers", type: "NS.Customer", customersWithOrders)
     try download(
         mirror, request: "o", set: "Orders", type: "NS.Order",
-        #"{"value":[{"OrderID":1,"Freight":32.38,"Customer":{"CustomerID":"ALFKI","Country":"DE"}},{"OrderID":2,"Freight":11.61,"Customer":{"CustomerID":"ALFKI","Country":"DE"}},{"OrderID":3,"Freight":65.83,"Customer":null}]}"#
+        #"{"value":[{"OrderID":1,"Freight":32.38,"Customer":{"CustomerID":"ALFKI","Country":"DE"}},{"OrderID":2,"Freight":11.61,"Customer":{"CustomerID":"ALFKI","Country":"DE"}},{"OrderID":3,"Freight":65.83,"Customer":{"CustomerID":"BONAP","Country":"FR"}},{"OrderID":4,"Freight":1,"Customer":null}]}"#
     )
     let orders = try read(mirror, "Customers('ALFKI')/Orders")
     #expect(orders.0 == 200)
@@ -175,7 +177,7 @@ private let customersWithOrders = #"""
     #expect(try read(mirror, "Customers('ALFKI')/Orders/$count").1 == "2")
     #expect(try read(mirror, "Customers('ANATR')/Orders").1.contains(#""value":[]"#))
     #expect(try read(mirror, "Orders(2)/Customer").1.contains(#""CustomerID":"ALFKI""#))
-    #expect(status(mirror, "Orders(3)/Customer") == 404)  // expanded as null: known, no customer
+    #expect(status(mirror, "Orders(4)/Customer") == 404)  // expanded as null: known, no customer
     let expanded = try read(mirror, "Customers", "$expand=Orders($select=OrderID;$top=1)")
     #expect(expanded.1.contains(#""CustomerID":"ALFKI","Country":"DE","Orders":[{"OrderID":1}]"#))
     #expect(expanded.1.contains(#""CustomerID":"ANATR","Country":"MX","Orders":[]"#))
@@ -201,9 +203,16 @@ private let customersWithOrders = #"""
     #expect(status(mirror, "Customers('ALFKI')/Orders") == 200)
     // A filter through the navigation would silently miss ZED's orders: 501 until every row is covered.
     #expect(status(mirror, "Customers", "$filter=Orders/any()") == 501)
-    // Orders were never downloaded with $expand=Customer.
-    #expect(status(mirror, "Orders(1)/Customer") == 501)
+    // Orders were never downloaded with $expand=Customer, but each order ALFKI's expanded Orders showed
+    // has ALFKI as its (single-valued partner) Customer.
+    #expect(try read(mirror, "Orders(1)/Customer").1.contains(#""CustomerID":"ALFKI""#))
+    let viaPartner = try read(mirror, "Orders", "$filter=Customer/Country%20eq%20'DE'&$select=OrderID").1
+    #expect(viaPartner.contains(#""value":[{"OrderID":1},{"OrderID":2}]"#))
+    // An order no expanded customer showed: its customer is unknown.
+    try download(mirror, request: "o", set: "Orders", type: "NS.Order", #"{"value":[{"OrderID":9}]}"#)
+    #expect(status(mirror, "Orders(9)/Customer") == 501)
     #expect(status(mirror, "Orders", "$filter=Customer/Country%20eq%20'DE'") == 501)
+    try download(mirror, request: "o", set: "Orders", type: "NS.Order", #"{"value":[]}"#)
     // The next download of "c" replaces its links (ALFKI lost order 2) and "more" no longer holds ZED.
     try download(
         mirror, request: "c", set: "Customers", type: "NS.Customer",
