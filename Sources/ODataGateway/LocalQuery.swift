@@ -254,6 +254,8 @@ private struct Context {
                 guard let s = scope else {
                     throw LocalReadError(400, "BadRequest", "navigation without source")
                 }
+                // Navigation from an entity that does not exist is 404 (as upstreams answer), not empty.
+                if s.single, try !exists(s) { throw LocalReadError(404, "NotFound", "no such entity") }
                 guard let nav = m.mapping.navigation(name, from: s.layout.entityType) else {
                     guard let link = m.links[s.layout.set.name]?[name] else {
                         throw LocalReadError(
@@ -772,6 +774,13 @@ private struct Context {
 // MARK: navigation through link tables, $ref / $links
 
 extension Context {
+    /// Whether `scope` holds at least one row.
+    func exists(_ scope: Scope) throws(LocalReadError) -> Bool {
+        let condition = scope.condition("src")
+        let sql = "SELECT 1 FROM \(q(scope.layout.set.name)) AS \"src\" WHERE " + condition.sql + " LIMIT 1"
+        return try self.sql { try db.scalar(sql, condition.bindings.map(Self.value)) } != nil
+    }
+
     /// `(alias.k1, alias.k2)` over the target key columns.
     static func keyTuple(_ alias: String, _ columns: [String]) -> String {
         "(" + columns.map { "\(q(alias)).\(q($0))" }.joined(separator: ", ") + ")"

@@ -69,6 +69,8 @@ def raw_scenario(gw) -> dict:
             # The context URL's select/expand list is the only part allowed to differ.
             body.pop("@odata.context", None)
         out[path] = body
+    for path in ["Customers('NOPE')/Orders", "Customers('NOPE')/Orders/$ref", "Orders(99999)/Customer"]:
+        out[path] = get(gw, MOUNT + path).status_code
     for path in ["Customers('ALFKI')/Orders/$count", "Customers('ANATR')/Orders/$count"]:
         r = get(gw, MOUNT + path, headers={"Accept": "text/plain"})
         assert r.status_code == 200, (path, r.text)
@@ -113,6 +115,7 @@ def test_navigation_without_constraints_same_answers_online_and_offline(gateway_
     every = online_raw["Customers?$filter=Orders/all(o:o/Freight gt 20)&$select=CustomerID"]["value"]
     assert [c["CustomerID"] for c in every] == ["ANATR", "BONAP"]
     assert online_raw["Customers('ALFKI')/Orders/$count"] == "2"
+    assert online_raw["Customers('NOPE')/Orders"] == 404
     assert online_raw["Orders(10248)/Customer/$ref"]["@odata.id"] == gw.url(MOUNT + "Customers('ALFKI')")
     assert online_client["expanded"] == [("ALFKI", [10249, 10248]), ("ANATR", []), ("BONAP", [10250])]
     assert online_client["refs"] == [gw.url(MOUNT + "Orders(10250)")]

@@ -176,6 +176,8 @@ private let customersWithOrders = #"""
     #expect(!orders.1.contains(#""OrderID":3"#))
     #expect(try read(mirror, "Customers('ALFKI')/Orders/$count").1 == "2")
     #expect(try read(mirror, "Customers('ANATR')/Orders").1.contains(#""value":[]"#))
+    #expect(status(mirror, "Customers('NOPE')/Orders") == 404)
+    #expect(status(mirror, "Customers('NOPE')/Orders/$ref") == 404)
     #expect(try read(mirror, "Orders(2)/Customer").1.contains(#""CustomerID":"ALFKI""#))
     #expect(status(mirror, "Orders(4)/Customer") == 404)  // expanded as null: known, no customer
     let expanded = try read(mirror, "Customers", "$expand=Orders($select=OrderID;$top=1)")
