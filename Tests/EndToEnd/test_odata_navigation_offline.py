@@ -4,10 +4,11 @@ The odatapy Northwind V4 upstream is started with ``constraints=False``: ``Order
 ReferentialConstraint, so the gateway can only learn the relationships from the links that ``$expand``
 shows in the defining requests (``Customers?$expand=Orders``, ``Orders?$expand=Customer``). The same read
 scenario — navigation paths, ``/$count``, ``$expand`` (with nested options), ``$filter`` through
-navigation (single-valued path, ``any``/``all``, ``$count``), ``$ref`` — runs online, then with the
+navigation (single-valued path, ``any``/``all``), ``$ref`` — runs online, then with the
 upstream stopped, and must give the same entities, counts and order. The odatapy client does what it
-supports (navigation segments, expand with options, ``get_count``, ``get_references``); raw ``requests``
-compare whole bodies. V2 ``$links`` (constraint-based) is checked the same way against mock-sap.
+supports (navigation segments, expand with options, ``get_count``, ``get_references``), python-odata its
+navigation attributes and ``expand``; raw ``requests`` compare whole bodies. V2 ``$links``
+(constraint-based) is checked the same way against mock-sap.
 """
 
 from __future__ import annotations
@@ -101,6 +102,19 @@ def client_scenario(gw) -> dict:
     return out
 
 
+def python_odata_scenario(gw) -> dict:
+    from odata import ODataService
+
+    svc = ODataService(gw.url(MOUNT), reflect_entities=True, quiet_progress=True)
+    Customer, Order = svc.entities["Customers"], svc.entities["Orders"]
+    out = {}
+    out["alfki_orders"] = [o.OrderID for o in svc.query(Customer).get("ALFKI").Orders]
+    out["order_customer"] = svc.query(Order).get(10250).Customer.CompanyName
+    expanded = svc.query(Customer).expand(Customer.Orders).order_by(Customer.CustomerID.asc())
+    out["expanded"] = [(c.CustomerID, [o.OrderID for o in c.Orders]) for c in expanded]
+    return out
+
+
 def test_navigation_without_constraints_same_answers_online_and_offline(gateway_factory, upstream_without_constraints):
     up = upstream_without_constraints["up"]
     gw = gateway_factory(config(up.root, EXPANDING))
@@ -108,6 +122,7 @@ def test_navigation_without_constraints_same_answers_online_and_offline(gateway_
     assert status["entitySets"] == {"Customers": 3, "Orders": 3, "Products": 7}, status
     online_raw = raw_scenario(gw)
     online_client = client_scenario(gw)
+    online_python_odata = python_odata_scenario(gw)
     assert get(gw, MOUNT + "Customers('ALFKI')/Orders").headers["X-Mirrorgate-Origin"] == "remote"
     # The scenario is not vacuous: the answers hold what the upstream serves.
     assert [o["OrderID"] for o in online_raw["Customers('ALFKI')/Orders"]["value"]] == [10248, 10249]
@@ -119,6 +134,7 @@ def test_navigation_without_constraints_same_answers_online_and_offline(gateway_
     assert online_raw["Orders(10248)/Customer/$ref"]["@odata.id"] == gw.url(MOUNT + "Customers('ALFKI')")
     assert online_client["expanded"] == [("ALFKI", [10249, 10248]), ("ANATR", []), ("BONAP", [10250])]
     assert online_client["refs"] == [gw.url(MOUNT + "Orders(10250)")]
+    assert online_python_odata["expanded"] == [("ALFKI", [10248, 10249]), ("ANATR", []), ("BONAP", [10250])]
 
     up.stop()
     upstream_without_constraints["stopped"] = True
@@ -128,6 +144,7 @@ def test_navigation_without_constraints_same_answers_online_and_offline(gateway_
     for path in online_raw:
         assert offline_raw[path] == online_raw[path], path
     assert client_scenario(gw) == online_client
+    assert python_odata_scenario(gw) == online_python_odata
 
 
 def test_links_never_downloaded_are_an_honest_501(gateway_factory, upstream_without_constraints):
