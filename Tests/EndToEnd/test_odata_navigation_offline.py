@@ -4,7 +4,7 @@ The odatapy Northwind V4 upstream is started with ``constraints=False``: ``Order
 ReferentialConstraint, so the gateway can only learn the relationships from the links that ``$expand``
 shows in the defining requests (``Customers?$expand=Orders``, ``Orders?$expand=Customer``). The same read
 scenario — navigation paths, ``/$count``, ``$expand`` (with nested options), ``$filter`` through
-navigation (single-valued path, ``any``/``all``), ``$ref`` — runs online, then with the
+navigation (single-valued path, ``any``/``all``, ``$count``), ``$ref`` — runs online, then with the
 upstream stopped, and must give the same entities, counts and order. The odatapy client does what it
 supports (navigation segments, expand with options, ``get_count``, ``get_references``), python-odata its
 navigation attributes and ``expand``; raw ``requests`` compare whole bodies. V2 ``$links``
@@ -52,6 +52,10 @@ RAW = [
     "Customers?$filter=Orders/any(o:o/Freight gt 20)&$select=CustomerID",
     "Customers?$filter=Orders/all(o:o/Freight gt 20)&$select=CustomerID",
     "Customers?$filter=Orders/any()&$select=CustomerID",
+    "Customers?$filter=Orders/$count ge 2&$select=CustomerID",
+    "Customers('ALFKI')/Orders?$count=true&$top=1",
+    "Customers?$expand=Orders($count=true;$top=1)&$select=CustomerID",
+    "Customers?$orderby=CustomerID desc&$expand=Orders($filter=Freight gt 20)",
     "Customers?$expand=Orders($select=OrderID,Freight)&$select=CustomerID",
     "Orders?$expand=Customer($select=CustomerID,CompanyName)&$select=OrderID",
     "Customers('ALFKI')/Orders/$ref",
