@@ -697,9 +697,11 @@ private struct Context {
             throw fail("the navigation '\(name)' is not available locally")
         }
         let inner = newAlias()
+        // Through a link table, one target may be linked more than once (several sources of the link).
+        let counted = nav.linkTable == nil ? "COUNT(*)" : "COUNT(DISTINCT \(q(inner)).rowid)"
         let select: SQLFragment =
             steps.count == 1
-            ? SQLFragment("COUNT(*)") : try countChain(steps.dropFirst(), alias: inner, entityType: target)
+            ? SQLFragment(counted) : try countChain(steps.dropFirst(), alias: inner, entityType: target)
         return "(SELECT " + select + " FROM " + fromClause(nav, alias: inner) + " WHERE "
             + joinCondition(nav, outer: alias, inner: inner) + ")"
     }

@@ -118,7 +118,11 @@ private enum Expanded {
 /// Answers OData reads from an ``ODataMirror``: resource paths (entity sets, keys incl. composite,
 /// navigation, `/$count`, properties and `$value`), `$filter`, `$orderby`, `$select`, `$expand` (nested
 /// options), `$top`, `$skip`, `$count`/`$inlinecount`, server-driven paging with the gateway's own
-/// `$skiptoken`, and writes V4 JSON or V2 verbose JSON.
+/// `$skiptoken`, `$ref` (V4) and `$links` (V2), and writes V4 JSON or V2 verbose JSON. Navigation uses
+/// referential constraints when the model has them, otherwise the links `$expand` showed in defining
+/// requests (``MirrorLinkNavigation``): a source entity whose links were downloaded answers (empty when
+/// there were none); one whose links were never downloaded gives 501, as does a filter or order through
+/// such a navigation while any row of the source set lacks its links.
 ///
 /// Promises: every value from the request reaches SQL as a bound parameter; results are ordered by the
 /// requested `$orderby` then by key, so pages are stable; an upstream `$skiptoken` gives a 400 telling the
@@ -208,13 +212,16 @@ private struct Context {
             return LocalReadResponse(status: 200, contentType: "application/xml", body: m.metadata)
         case .serviceDocument:
             return serviceDocument()
-        case .batch, .operationImport, .reference:
+        case .batch, .operationImport:
             throw LocalReadError(501, "NotImplemented", "not answered locally")
         default: break
         }
         var scope: Scope?
         var trailing: [ODataPathSegment] = []
         var navigationSet: String?
+        // V4 `…/$ref` or V2 `…/$links/Nav` (no `$ref` segment there).
+        var reference = false
+        if case .reference = path.target { reference = true }
         for segment in path.segments {
             if !trailing.isEmpty || scope == nil && !isStart(segment) {
                 trailing.append(segment)
@@ -247,10 +254,18 @@ private struct Context {
                 guard let s = scope else {
                     throw LocalReadError(400, "BadRequest", "navigation without source")
                 }
+                // Navigation from an entity that does not exist is 404 (as upstreams answer), not empty.
+                if s.single, try !exists(s) { throw LocalReadError(404, "NotFound", "no such entity") }
                 guard let nav = m.mapping.navigation(name, from: s.layout.entityType) else {
-                    throw LocalReadError(
-                        501, "NotImplemented",
-                        "navigation '\(name)' has no referential constraint to answer it locally")
+                    guard let link = m.links[s.layout.set.name]?[name] else {
+                        throw LocalReadError(
+                            501, "NotImplemented",
+                            "navigation '\(name)' has no referential constraint nor downloaded links to answer it locally"
+                        )
+                    }
+                    scope = try linkScope(link, from: s, isCollection: isCollection)
+                    navigationSet = link.targetSet
+                    continue
                 }
                 let target = try layout(forSet: set ?? nav.table, type: type)
                 let inner = alias()
@@ -269,7 +284,9 @@ private struct Context {
                             + ")"
                     }, single: !isCollection)
                 navigationSet = target.set.name
-            case .cast:
+            case .cast, .links:
+                continue
+            case .ref:
                 continue
             default:
                 trailing.append(segment)
@@ -322,6 +339,7 @@ private struct Context {
             }
         }
         let setName = navigationSet ?? scope.layout.set.name
+        if reference { return try references(scope, options: options, request: request) }
         if scope.single {
             var o = options
             o.top = nil
@@ -437,14 +455,16 @@ private struct Context {
     {
         var condition = scope.condition("t0")
         if let filter = options.filter {
+            let mapping = MirrorSQLMapping(m)
             do {
                 let parser = ODataFilterParser(
                     model: m.model, entityType: scope.layout.entityType, version: m.version)
                 let expr = try parser.parseFilter(filter)
                 let translator = ODataSQLTranslator(
-                    mapping: m.mapping, model: m.model, rootEntityType: scope.layout.entityType)
+                    mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
                 condition = condition + " AND (" + (try translator.translateFilter(expr)) + ")"
             } catch { throw LocalReadError(error) }
+            try requireLinks(mapping.usage.all)
         }
         return condition
     }
@@ -474,16 +494,18 @@ private struct Context {
         var order: [String] = []
         var orderBindings: [SQLBinding] = []
         if let orderBy = options.orderBy {
+            let mapping = MirrorSQLMapping(m)
             do {
                 let parser = ODataFilterParser(
                     model: m.model, entityType: scope.layout.entityType, version: m.version)
                 let items = try parser.parseOrderBy(orderBy)
                 let translator = ODataSQLTranslator(
-                    mapping: m.mapping, model: m.model, rootEntityType: scope.layout.entityType)
+                    mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
                 let f = try translator.translateOrderBy(items)
                 order.append(f.sql)
                 orderBindings = f.bindings
             } catch { throw LocalReadError(error) }
+            try requireLinks(mapping.usage.all)
         }
         order += scope.layout.key.map { "\"t0\".\(q($0)) ASC" }
         if order.isEmpty { order = ["\"t0\".rowid ASC"] }
@@ -548,27 +570,34 @@ private struct Context {
             if item.isWildcard { continue }
             guard let first = item.path.first else { continue }
             guard let nav = m.model.navigationProperty(named: first, in: entry.entityType) else { continue }
-            guard let mapping = m.mapping.navigation(first, from: entry.entityType) else {
+            let scope: Scope
+            if let mapping = m.mapping.navigation(first, from: entry.entityType) {
+                let sourceSet = m.layouts[entry.set]?.set
+                let targetSet = sourceSet.flatMap {
+                    m.model.targetEntitySet(from: $0, navigationPath: first)
+                }?
+                .name
+                let target = try layout(forSet: targetSet ?? mapping.table, type: nav.target)
+                var parts: [(String, SQLValue)] = []
+                for j in mapping.joins {
+                    parts.append((j.targetColumn, entry.row[j.sourceColumn] ?? .null))
+                }
+                let bound = parts.map { ($0.0, Self.binding($0.1)) }
+                scope = Scope(
+                    layout: target,
+                    condition: { a in
+                        var f = SQLFragment("1")
+                        for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
+                        return f
+                    }, single: !nav.isCollection)
+            } else if let link = m.links[entry.set]?[first] {
+                scope = try linkScope(link, fromRow: entry.row)
+            } else {
                 throw LocalReadError(
                     501, "NotImplemented",
-                    "$expand=\(first) has no referential constraint to answer it locally")
+                    "$expand=\(first) has no referential constraint nor downloaded links to answer it locally"
+                )
             }
-            let sourceSet = m.layouts[entry.set]?.set
-            let targetSet = sourceSet.flatMap { m.model.targetEntitySet(from: $0, navigationPath: first) }?
-                .name
-            let target = try layout(forSet: targetSet ?? mapping.table, type: nav.target)
-            var parts: [(String, SQLValue)] = []
-            for j in mapping.joins {
-                parts.append((j.targetColumn, entry.row[j.sourceColumn] ?? .null))
-            }
-            let bound = parts.map { ($0.0, Self.binding($0.1)) }
-            let scope = Scope(
-                layout: target,
-                condition: { a in
-                    var f = SQLFragment("1")
-                    for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
-                    return f
-                }, single: !nav.isCollection)
             var nested = ODataQueryOptions()
             if item.path.count > 1 {
                 var rest = item
@@ -739,5 +768,168 @@ private struct Context {
             }
         }
         return out
+    }
+}
+
+// MARK: navigation through link tables, $ref / $links
+
+extension Context {
+    /// Whether `scope` holds at least one row.
+    func exists(_ scope: Scope) throws(LocalReadError) -> Bool {
+        let condition = scope.condition("src")
+        let sql = "SELECT 1 FROM \(q(scope.layout.set.name)) AS \"src\" WHERE " + condition.sql + " LIMIT 1"
+        return try self.sql { try db.scalar(sql, condition.bindings.map(Self.value)) } != nil
+    }
+
+    /// `(alias.k1, alias.k2)` over the target key columns.
+    static func keyTuple(_ alias: String, _ columns: [String]) -> String {
+        "(" + columns.map { "\(q(alias)).\(q($0))" }.joined(separator: ", ") + ")"
+    }
+
+    /// The links of `link` are known for a source row when the link table holds its marker row.
+    static func linksKnown(_ link: MirrorLinkNavigation, source alias: String) -> String {
+        "EXISTS (SELECT 1 FROM \(q(link.table)) AS \"lk\" WHERE "
+            + link.sourceKey.map {
+                "\"lk\".\(q(MirrorLinkNavigation.sourceColumn($0.name))) = \(q(alias)).\(q($0.name))"
+            }.joined(separator: " AND ") + ")"
+    }
+
+    static func unknownLinks(_ link: MirrorLinkNavigation) -> LocalReadError {
+        LocalReadError(
+            501, "NotImplemented",
+            "navigation '\(link.name)' from \(link.sourceSet) has no referential constraint and its links were "
+                + "not downloaded for these entities (a defining request with $expand=\(link.name) records them)"
+        )
+    }
+
+    /// The entities a link-table navigation reaches from the rows of `source`. Throws 501 when some
+    /// source row's links were never downloaded: the mirror cannot know them, so it does not answer
+    /// (a source row whose links were downloaded and are empty gives an empty answer).
+    func linkScope(_ link: MirrorLinkNavigation, from source: Scope, isCollection: Bool)
+        throws(LocalReadError)
+        -> Scope
+    {
+        guard let target = m.layouts[link.targetSet] else { throw Self.unknownLinks(link) }
+        let previous = source.condition
+        let sourceSet = source.layout.set.name
+        let check = previous("src")
+        let sql =
+            "SELECT 1 FROM \(q(sourceSet)) AS \"src\" WHERE " + check.sql + " AND NOT "
+            + Self.linksKnown(link, source: "src") + " LIMIT 1"
+        if try self.sql({ try db.scalar(sql, check.bindings.map(Self.value)) }) != nil {
+            throw Self.unknownLinks(link)
+        }
+        let sourceKeys = link.sourceKey.map(\.name)
+        let targetKeys = link.targetKey.map(\.name)
+        return Scope(
+            layout: target,
+            condition: { a in
+                Self.keyTuple(a, targetKeys) + " IN (SELECT "
+                    + targetKeys.map { "\"lk\".\(q(MirrorLinkNavigation.targetColumn($0)))" }.joined(
+                        separator: ", ")
+                    + " FROM \(q(link.table)) AS \"lk\" WHERE ("
+                    + sourceKeys.map { "\"lk\".\(q(MirrorLinkNavigation.sourceColumn($0)))" }.joined(
+                        separator: ", ")
+                    + ") IN (SELECT "
+                    + sourceKeys.map { "\"src\".\(q($0))" }.joined(separator: ", ")
+                    + " FROM \(q(sourceSet)) AS \"src\" WHERE " + previous("src") + "))"
+            }, single: !isCollection)
+    }
+
+    /// The entities a link-table navigation reaches from one source row (for `$expand`); 501 when that
+    /// row's links were never downloaded.
+    func linkScope(_ link: MirrorLinkNavigation, fromRow row: Row) throws(LocalReadError) -> Scope {
+        guard let target = m.layouts[link.targetSet] else { throw Self.unknownLinks(link) }
+        let keys: [(String, SQLBinding)] = link.sourceKey.map {
+            (MirrorLinkNavigation.sourceColumn($0.name), Self.binding(row[$0.name] ?? .null))
+        }
+        let probe =
+            "SELECT 1 FROM \(q(link.table)) WHERE "
+            + keys.map { "\(q($0.0)) = ?" }.joined(separator: " AND ") + " LIMIT 1"
+        let values = keys.map { Self.value($0.1) }
+        if try self.sql({ try db.scalar(probe, values) }) == nil { throw Self.unknownLinks(link) }
+        let targetKeys = link.targetKey.map(\.name)
+        return Scope(
+            layout: target,
+            condition: { a in
+                var f =
+                    SQLFragment(
+                        Self.keyTuple(a, targetKeys) + " IN (SELECT "
+                            + targetKeys.map { "\"lk\".\(q(MirrorLinkNavigation.targetColumn($0)))" }.joined(
+                                separator: ", ")
+                            + " FROM \(q(link.table)) AS \"lk\" WHERE 1")
+                for (column, value) in keys {
+                    f = f + " AND \"lk\".\(q(column)) = ?" + SQLFragment("", [value])
+                }
+                return f + ")"
+            }, single: !link.isCollection)
+    }
+
+    /// A filter or order through link-table navigation is answered only when every row of each source
+    /// set has its links downloaded (otherwise rows without links would silently not match).
+    func requireLinks(_ used: Set<MirrorLinkNavigation>) throws(LocalReadError) {
+        for link in used.sorted(by: { $0.table < $1.table }) {
+            let sql =
+                "SELECT 1 FROM \(q(link.sourceSet)) AS \"src\" WHERE NOT "
+                + Self.linksKnown(link, source: "src")
+                + " LIMIT 1"
+            if try self.sql({ try db.scalar(sql) }) != nil { throw Self.unknownLinks(link) }
+        }
+    }
+
+    /// V4 `…/$ref` (`Collection($ref)` or one `@odata.id`), V2 `…/$links/Nav` (`results` of `uri`s or
+    /// one `uri`).
+    mutating func references(_ scope: Scope, options: ODataQueryOptions, request: LocalReadRequest)
+        throws(LocalReadError) -> LocalReadResponse
+    {
+        var o = options
+        o.select = nil
+        o.expand = nil
+        if scope.single {
+            o.top = nil
+            o.skip = nil
+            o.filter = nil
+            o.orderBy = nil
+            guard let e = try fetch(scope, options: o, paging: nil).entries.first else {
+                throw LocalReadError(404, "NotFound", "no entity is linked")
+            }
+            let id = root + e.set + keyPredicate(e)
+            if v2 { return json(.object([("d", .object([("uri", .string(id))]))])) }
+            var body: [(String, RawJSON)] = []
+            if format.metadata != .none { body.append(("@odata.context", .string(root + "$metadata#$ref"))) }
+            body.append(("@odata.id", .string(id)))
+            return json(.object(body))
+        }
+        var offset = 0
+        if let token = options.skipToken {
+            guard let n = Int(token.dropFirst(LocalSkipToken.prefix.count)), n >= 0 else {
+                throw LocalReadError(400, "BadRequest", "invalid $skiptoken")
+            }
+            offset = n
+        }
+        let result = try fetch(scope, options: o, paging: (offset, request.pageSize))
+        var total: Int?
+        if options.wantsCount { total = try count(scope, options: o) }
+        let next = result.more ? nextLink(request, offset: offset + result.entries.count) : nil
+        if v2 {
+            let items = result.entries.map {
+                RawJSON.object([("uri", .string(root + $0.set + keyPredicate($0)))])
+            }
+            var d: [(String, RawJSON)] = [("results", .array(items))]
+            if let total { d.append(("__count", .string(String(total)))) }
+            if let next { d.append(("__next", .string(next))) }
+            return json(.object([("d", .object(d))]))
+        }
+        let items = result.entries.map {
+            RawJSON.object([("@odata.id", .string(root + $0.set + keyPredicate($0)))])
+        }
+        var body: [(String, RawJSON)] = []
+        if format.metadata != .none {
+            body.append(("@odata.context", .string(root + "$metadata#Collection($ref)")))
+        }
+        if let total { body.append(("@odata.count", .number(String(total)))) }
+        body.append(("value", .array(items)))
+        if let next { body.append(("@odata.nextLink", .string(next))) }
+        return json(.object(body))
     }
 }

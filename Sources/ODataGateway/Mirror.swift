@@ -39,6 +39,8 @@ public struct MirrorModel: Sendable {
     /// Per entity type (qualified name as used in the model): what serialization needs per row,
     /// computed once.
     public var types: [String: MirrorTypeInfo] = [:]
+    /// Navigation without referential constraints, answered through link tables: source set → name.
+    public var links: [String: [String: MirrorLinkNavigation]] = [:]
 
     /// The version of the service.
     public var version: ODataVersion { model.version }
@@ -66,10 +68,11 @@ public struct MirrorEntity: Sendable {
 
 /// The SQLite mirror of one OData service (`dataDir/odata-NAME.sqlite`, mode 0600): the `$metadata`
 /// byte-identical, one typed table per entity set (a `_json` column keeps every entity exactly as
-/// received, typed columns serve `$filter`/`$orderby`), the scope of each defining request, and the
-/// time of the last download.
+/// received, typed columns serve `$filter`/`$orderby`), one link table per navigation without
+/// referential constraints (the links `$expand` showed, see ``MirrorLinkNavigation``), the scope of each
+/// defining request, and the time of the last download.
 ///
-/// Promises: a defining request's rows are replaced in one transaction (readers see the old rows or the
+/// Promises: a defining request's rows and links are replaced in one transaction (readers see the old rows or the
 /// new ones, never a mix); a changed `$metadata` drops and recreates every entity table; decimals and
 /// Int64 keep their exact text in `_json`; date-time-offsets are stored as UTC text
 /// (`YYYY-MM-DDThh:mm:ss[.fff]Z`) and V2 `/Date(ms)/` date-times as `YYYY-MM-DDThh:mm:ss[.fff]`.
@@ -94,7 +97,10 @@ public final class ODataMirror: Sendable {
             try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)
         }
         )?.bytes {
-            if let m = try? Self.makeModel(bytes) { current.withLock { $0 = m } }
+            if let m = try? Self.makeModel(bytes) {
+                try pool.write { db in try Self.createLinkTables(db, m) }
+                current.withLock { $0 = m }
+            }
         }
     }
 
@@ -155,6 +161,7 @@ public final class ODataMirror: Sendable {
         var result = MirrorModel(
             metadata: bytes, model: model, layouts: layouts, mapping: ModelSQLMapping(model: model))
         result.types = types
+        result.links = MirrorLinkNavigation.all(in: model)
         return result
     }
 
@@ -168,7 +175,10 @@ public final class ODataMirror: Sendable {
             try db.transaction {
                 if let old = model {
                     for name in old.layouts.keys { try db.execute("DROP TABLE IF EXISTS \(q(name))") }
+                    try Self.dropLinkTables(db, old)
                 }
+                try Self.dropLinkTables(db, new)
+                try Self.createLinkTables(db, new)
                 try db.execute(#"DELETE FROM "_mg_scope""#)
                 try db.run(#"DELETE FROM "_mg_meta" WHERE key='lastDownloadAt'"#)
                 for layout in new.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
@@ -214,10 +224,12 @@ public final class ODataMirror: Sendable {
     /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
     /// `rows` maps entity set names to their entities. Returns rows stored per set. With `unlessQueued`,
     /// throws instead (inside the same transaction, so no local write slips in between) when the request
-    /// queue holds local changes that the downloaded rows would overwrite.
+    /// queue holds local changes that the downloaded rows would overwrite. `links` (what `$expand` showed
+    /// for navigation without referential constraints) replace the request's links in the same transaction.
     @discardableResult
     public func replace(
-        request: String, query: String, rows: [String: [MirrorEntity]], unlessQueued: Bool = false
+        request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
+        unlessQueued: Bool = false
     ) throws -> [String: Int] {
         guard let m = model else { throw MirrorError("no $metadata") }
         let now = iso8601Now()
@@ -244,6 +256,7 @@ public final class ODataMirror: Sendable {
                     if unlessQueued { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
                 }
                 try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                try Self.replaceLinks(db, m, request: request, links: links)
                 for (set, entities) in rows.sorted(by: { $0.key < $1.key }) {
                     guard let layout = m.layouts[set] else { continue }
                     let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
@@ -295,6 +308,11 @@ public final class ODataMirror: Sendable {
                     try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" LIKE 'bootstrap:%'")
                 }
                 try db.run(#"DELETE FROM "_mg_scope" WHERE request LIKE 'bootstrap:%'"#)
+                for navs in m.links.values {
+                    for link in navs.values {
+                        try db.run("DELETE FROM \(q(link.table)) WHERE \"_dr\" LIKE 'bootstrap:%'")
+                    }
+                }
             }
         }
     }

@@ -604,9 +604,9 @@ public final class ODataService: Sendable {
         }
         var total: [String: Int] = [:]
         for request in settings.definingRequests {
-            let rows = try fetchDefiningRequest(request)
+            let (rows, links) = try fetchDefiningRequest(request)
             let stored = try mirror.replace(
-                request: request.name, query: request.query, rows: rows, unlessQueued: true)
+                request: request.name, query: request.query, rows: rows, links: links, unlessQueued: true)
             for (k, v) in stored { total[k, default: 0] += v }
         }
         if !settings.definingRequests.isEmpty { try mirror.dropBootstrap() }
@@ -625,12 +625,14 @@ public final class ODataService: Sendable {
             let body: RawJSON
             do { body = try RawJSON.parse([UInt8](bytes)) } catch { throw MirrorError("\(file): \(error)") }
             var rows: [String: [MirrorEntity]] = [set: []]
+            var links: [MirrorLinkRecord] = []
             for item in Self.entities(in: body).items {
                 if let members = item.members {
-                    Self.ingest(members, set: set, type: layout.entityType, model: m, into: &rows)
+                    Self.ingest(
+                        members, set: set, type: layout.entityType, model: m, into: &rows, links: &links)
                 }
             }
-            let stored = try mirror.replace(request: "bootstrap:" + set, query: set, rows: rows)
+            let stored = try mirror.replace(request: "bootstrap:" + set, query: set, rows: rows, links: links)
             for (k, v) in stored { total[k, default: 0] += v }
         }
         return ODataDownloadStats(entitySets: total, durationMs: 0)
@@ -647,9 +649,9 @@ public final class ODataService: Sendable {
         return ([body], nil)
     }
 
-    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> [String:
-        [MirrorEntity]]
-    {
+    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> (
+        [String: [MirrorEntity]], [MirrorLinkRecord]
+    ) {
         guard let m = mirror.model else { throw MirrorError("no $metadata") }
         let s = forwarder.settings
         var pathPart = Substring(request.query)
@@ -670,6 +672,7 @@ public final class ODataService: Sendable {
         default: throw MirrorError("defining request \(request.name) does not read entities")
         }
         var rows: [String: [MirrorEntity]] = [set: []]
+        var links: [MirrorLinkRecord] = []
         var url: String? = s.upstream + Self.encodeQuery(request.query)
         var pages = 0
         while let current = url {
@@ -690,7 +693,7 @@ public final class ODataService: Sendable {
             let (items, next) = Self.entities(in: body)
             for item in items {
                 if let members = item.members {
-                    Self.ingest(members, set: set, type: type, model: m, into: &rows)
+                    Self.ingest(members, set: set, type: type, model: m, into: &rows, links: &links)
                 }
             }
             if let next, !next.isEmpty {
@@ -699,7 +702,7 @@ public final class ODataService: Sendable {
                 url = nil
             }
         }
-        return rows
+        return (rows, links)
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
@@ -718,12 +721,14 @@ public final class ODataService: Sendable {
     }
 
     /// Splits one wire entity into its structural properties (stored for `set`) and the entities expanded
-    /// inside it (stored for their own sets).
+    /// inside it (stored for their own sets); the links an expanded navigation without referential
+    /// constraints shows go to `links`.
     static func ingest(
         _ object: [(String, RawJSON)], set: String, type: String, model m: MirrorModel,
-        into rows: inout [String: [MirrorEntity]]
+        into rows: inout [String: [MirrorEntity]], links: inout [MirrorLinkRecord]
     ) {
         var properties: [(String, RawJSON)] = []
+        var expanded: [(String, [[(String, RawJSON)]])] = []
         var etag: String?
         for (name, value) in object {
             if name == "__metadata" {
@@ -749,16 +754,25 @@ public final class ODataService: Sendable {
                 } else if value.members != nil, value["__deferred"] == nil {
                     items = [value]
                 }
+                let deferred = value["__deferred"] != nil
+                var related: [[(String, RawJSON)]] = []
                 for item in items {
                     if let members = item.members {
-                        Self.ingest(members, set: targetSet, type: nav.target, model: m, into: &rows)
+                        Self.ingest(
+                            members, set: targetSet, type: nav.target, model: m, into: &rows, links: &links)
+                        related.append(members)
                     }
                 }
+                if !deferred { expanded.append((name, related)) }
                 continue
             }
             properties.append((name, value))
         }
         rows[set, default: []].append(MirrorEntity(properties: properties, etag: etag))
+        for (name, related) in expanded {
+            links += ODataMirror.linkRecords(
+                model: m, set: set, properties: properties, navigation: name, related: related)
+        }
     }
 
     // MARK: status

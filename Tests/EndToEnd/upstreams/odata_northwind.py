@@ -42,6 +42,12 @@ MOUNT = "/nw.svc"
 
 
 class Provider(CsdlAbstractEdmProvider):
+    def __init__(self, constraints: bool = True):
+        super().__init__()
+        # Without constraints, Order.Customer declares no ReferentialConstraint (as many real services):
+        # the gateway can only learn the relationship from the links an $expand shows.
+        self.constraints = constraints
+
     def get_schemas(self):
         customer = CsdlEntityType(
             name="Customer",
@@ -82,7 +88,9 @@ class Provider(CsdlAbstractEdmProvider):
                     partner="Orders",
                     referential_constraints=[
                         CsdlReferentialConstraint(property="CustomerID", referenced_property="CustomerID")
-                    ],
+                    ]
+                    if self.constraints
+                    else [],
                 ),
             ],
         )
@@ -134,9 +142,9 @@ PRODUCTS = [
 ORDERS = [(10248, "ALFKI", 4, "32.38"), (10249, "ALFKI", 5, "11.61"), (10250, "BONAP", 8, "65.83")]
 
 
-def build_app(page_size: int | None = 5, etags: bool = True) -> ODataWSGIApp:
+def build_app(page_size: int | None = 5, etags: bool = True, constraints: bool = True) -> ODataWSGIApp:
     odata = OData.new_instance()
-    handler = odata.create_handler(odata.create_service_metadata(Provider()))
+    handler = odata.create_handler(odata.create_service_metadata(Provider(constraints)))
     store = InMemoryDataStore()
     custs = [
         _ent(
@@ -203,8 +211,8 @@ class _QuietHandler(WSGIRequestHandler):
 class ODataUpstream:
     """Runs the Northwind app on 127.0.0.1 in a thread; records requests; canonical origin fixed."""
 
-    def __init__(self, port: int = 0, page_size: int | None = 5, etags: bool = True):
-        self.app = build_app(page_size=page_size, etags=etags)
+    def __init__(self, port: int = 0, page_size: int | None = 5, etags: bool = True, constraints: bool = True):
+        self.app = build_app(page_size=page_size, etags=etags, constraints=constraints)
         self.records: list[ODataRecord] = []
         self.lock = threading.Lock()
         self.httpd = make_server(
