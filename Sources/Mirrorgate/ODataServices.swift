@@ -40,6 +40,8 @@ enum ODataServices {
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
+        mirror.uploadIfMatch = s.uploadIfMatch
+        mirror.uploadCredentials = s.uploadCredentials
         let service: ODataService
         do {
             service = try ODataService(
@@ -67,6 +69,7 @@ enum ODataServices {
                 events("uploadDidStart", ["service": .string(name)])
             }
         }
+        ODataMetrics.observe(service, name: name)
         service.start()
         return forwarder
     }
@@ -79,6 +82,7 @@ extension Router {
     func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
         let prefix = "/_mirrorgate/odata/services/"
         let path = request.path
+        if !path.hasPrefix(prefix), odataArchiveService(request, out) { return }
         if request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/upload") {
             odataUpload(request, out)
             return

@@ -187,7 +187,7 @@ extension ODataService {
                 )
                 .first
             else { throw LocalReadError(404, "NotFound", "no such entity") }
-            if clientIfMatch == nil { queued.ifMatch = existing[1].string ?? "*" }
+            if clientIfMatch == nil { queued.ifMatch = uploadIfMatch(mirrorETag: existing[1].string) }
             if method == "DELETE" {
                 try db.run("DELETE FROM \(table) WHERE \(whereSQL)", whereValues)
                 return LocalWriteOutcome(status: 204, createdKey: nil)

@@ -65,6 +65,7 @@ public final class ODataRequestQueue: Sendable {
                 CREATE TABLE IF NOT EXISTS "_mg_keymap" (entitySet TEXT NOT NULL, localKey TEXT NOT NULL,
                   serverKey TEXT NOT NULL, PRIMARY KEY (entitySet, localKey));
                 """)
+            try Self.addHoldColumns(db)
         }
         let counts = try pool.read { db in
             try db.query(#"SELECT entitySet, COUNT(*) FROM "_mg_queue" GROUP BY entitySet"#)
@@ -108,13 +109,13 @@ public final class ODataRequestQueue: Sendable {
         return result
     }
 
-    /// The oldest queued request.
+    /// The oldest queued request not held behind an ErrorArchive entry.
     public func first() throws -> QueuedRequest? {
         try pool.read { db in
             try db.query(
                 """
                 SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
-                  requestID, firstSent, attempts, sentAt FROM "_mg_queue" ORDER BY id LIMIT 1
+                  requestID, firstSent, attempts, sentAt FROM "_mg_queue" WHERE heldBy IS NULL ORDER BY id LIMIT 1
                 """
             ).first.map { r in
                 QueuedRequest(

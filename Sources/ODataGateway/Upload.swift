@@ -99,6 +99,7 @@ extension ODataService {
     func runUpload() -> ODataUploadStats {
         var stats = ODataUploadStats()
         while let request = try? queue.first() {
+            if holdIfBlocked(request) { continue }
             switch send(request) {
             case .done: stats.uploaded += 1
             case .failed: stats.failed += 1
@@ -158,7 +159,9 @@ extension ODataService {
                 }
             }
             var carrier = HTTPRequest(method: request.method, target: s.mount + request.url)
-            if let auth = request.authorization { carrier.headers.set("Authorization", auth) }
+            if let auth = request.authorization, settings.uploadCredentials == .client {
+                carrier.headers.set("Authorization", auth)
+            }
             let prepared = csrf.prepare(carrier, settings: s, client: client)
             for (k, v) in prepared.headers { headers.append((name: k, value: v)) }
             headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
@@ -236,6 +239,7 @@ extension ODataService {
                 try db.transaction(.immediate) {
                     try queue.archive(
                         request, status: status, code: code, message: message, body: body, in: db)
+                    try recordAffectedEntity(request, in: db)
                 }
             }
             queue.didLeave(request)
