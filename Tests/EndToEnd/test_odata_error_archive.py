@@ -153,7 +153,7 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         session = requests.Session()
         session.headers.update(gw.admin_headers())
         svc = ODataService(gw.url(ARCHIVE), session=session, reflect_entities=True, quiet_progress=True)
-        Entry = svc.entities["ErrorArchiveEntry"]
+        Entry = svc.entities["ErrorArchive"]
         got = svc.query(Entry).all()
         assert [(x.RequestID, x.HTTPStatusCode, x.RequestURL) for x in got] == [(request_id, 412, "Products(2)")]
 
