@@ -13,6 +13,12 @@ public struct ErrorArchiveRevert: Sendable {
     public var entities: [String] = []
 }
 
+/// A revert cannot run while an upload of the same service runs (it would race the request in flight).
+public struct ErrorArchiveBusy: Error, CustomStringConvertible {
+    /// Why.
+    public var description: String { "an upload is running; retry when it has finished" }
+}
+
 extension ODataRequestQueue {
     /// Adds the columns of holds (`_mg_queue.heldBy`, `_mg_ErrorArchive.AffectedEntity`) when missing.
     static func addHoldColumns(_ db: Database) throws {
@@ -134,8 +140,31 @@ extension ODataService {
     /// `DELETE …/ErrorArchive('<RequestID>')`: removes every ErrorArchive entry and every queued request
     /// held behind one (or changing an archived entity) in one fsynced transaction, then restores the
     /// affected entities in the mirror from the upstream (an entity created locally disappears). Nil when
-    /// no entry has that RequestID.
+    /// no entry has that RequestID. Throws ``ErrorArchiveBusy`` while an upload runs (and keeps uploads
+    /// from starting while it runs).
     public func revertErrorArchive(_ requestID: String) throws -> ErrorArchiveRevert? {
+        let exclusive = uploadState.withLock { s -> Bool in
+            if s.running { return false }
+            s.running = true
+            return true
+        }
+        guard exclusive else { throw ErrorArchiveBusy() }
+        let revert: ErrorArchiveRevert?
+        do {
+            revert = try revertExclusively(requestID)
+        } catch {
+            uploadState.withLock { $0.running = false }
+            throw error
+        }
+        uploadState.withLock { $0.running = false }
+        if revert != nil, forwarder.reachability.isReachable {
+            // What was not held goes up now (the upload then downloads); with nothing left, a download.
+            if queue.count > 0 { upload(completion: nil) } else { _ = download(completion: nil) }
+        }
+        return revert
+    }
+
+    private func revertExclusively(_ requestID: String) throws -> ErrorArchiveRevert? {
         let archivedEntities = try queue.archivedEntities()
         let canonical = Set(archivedEntities.map { canonicalEntity($0.1) })
         var removed: [QueuedRequest] = []
@@ -184,7 +213,6 @@ extension ODataService {
                 "service": "\(forwarder.settings.name)", "archived": "\(revert.archived)",
                 "held": "\(revert.held)", "entities": "\(revert.entities.count)",
             ])
-        if queue.count == 0, forwarder.reachability.isReachable { _ = download(completion: nil) }
         return revert
     }
 

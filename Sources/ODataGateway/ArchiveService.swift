@@ -260,6 +260,8 @@ extension ODataService {
                 guard try revertErrorArchive(key) != nil else {
                     return fail(404, "NotFound", "no ErrorArchive entry with RequestID \(key)")
                 }
+            } catch let busy as ErrorArchiveBusy {
+                return fail(409, "Conflict", busy.description)
             } catch {
                 return fail(500, "InternalError", "the revert could not be stored: \(error)")
             }
