@@ -271,3 +271,71 @@ def test_upload_command(gateway_factory, odata_upstream, tmp_path):
     elsewhere.write_text(gw.config_path.read_text().replace(f"127.0.0.1:{gw.port}", f"127.0.0.1:{free_port()}"))
     unreachable = run_cli(["upload", "--config", str(elsewhere)], timeout=60)
     assert unreachable.returncode == 1 and unreachable.stderr.strip(), unreachable.stderr
+
+
+def test_pyodata_reads_the_v2_archive_service(gateway_factory, tmp_path):
+    import pyodata
+    from harness import free_port
+    from test_odata_offline import SAP_ROOT
+    from test_odata_writes import _mock_sap_on
+
+    port = free_port()
+    sap = _mock_sap_on(port)
+    root = f"http://127.0.0.1:{port}{SAP_ROOT}"
+    try:
+        gw = gateway_factory(
+            {
+                "dataDir": str(tmp_path / "data"),
+                "odata": {
+                    "services": {
+                        "gw": {
+                            "mount": "/odata/gw/",
+                            "upstream": root,
+                            "timeout": "3s",
+                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
+                        }
+                    }
+                },
+            }
+        )
+        wait_downloaded(gw, "gw")
+        order = requests.get(root + "SalesOrderSet?$top=1", headers={"Accept": "application/json"}).json()["d"][
+            "results"
+        ][0]["SalesOrderID"]
+        sap.kill()
+        sap.wait(timeout=5)
+        r = requests.request(
+            "MERGE",
+            gw.url(f"/odata/gw/SalesOrderSet('{order}')"),
+            json={"Note": "queued v2"},
+            headers=JSON_HEADERS,
+            timeout=10,
+        )
+        assert r.status_code == 204, r.text
+
+        # Raw V2 verbose JSON under the mount.
+        r = requests.get(gw.url("/odata/gw/RequestQueue?$inlinecount=allpages"), headers={"Accept": "application/json"})
+        assert r.status_code == 200, r.text
+        d = r.json()["d"]
+        assert d["__count"] == "1"
+        assert d["results"][0]["RequestMethod"] == "MERGE"
+        assert d["results"][0]["__metadata"]["type"] == "Mirrorgate.RequestQueueEntry"
+        assert isinstance(d["results"][0]["ID"], str)  # Edm.Int64 in V2 JSON
+
+        # The separate service: V2 EDMX read by pyodata.
+        session = requests.Session()
+        session.headers.update(gw.admin_headers())
+        meta = session.get(gw.url("/_mirrorgate/odata/gw/$metadata"), timeout=10)
+        assert meta.status_code == 200 and 'm:DataServiceVersion="2.0"' in meta.text
+        client = pyodata.Client(gw.url("/_mirrorgate/odata/gw/"), session)
+        queued = client.entity_sets.RequestQueue.get_entities().execute()
+        assert [(q.RequestMethod, q.RequestURL, q.Held) for q in queued] == [
+            ("MERGE", f"SalesOrderSet('{order}')", False)
+        ]
+        assert client.entity_sets.ErrorArchive.get_entities().execute() == []
+        one = client.entity_sets.RequestQueue.get_entity(queued[0].RequestID).execute()
+        assert one.EntitySet == "SalesOrderSet"
+    finally:
+        if sap.poll() is None:
+            sap.kill()
+        sap.wait(timeout=5)
