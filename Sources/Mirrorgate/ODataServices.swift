@@ -42,6 +42,7 @@ enum ODataServices {
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
         mirror.uploadIfMatch = s.uploadIfMatch
         mirror.uploadCredentials = s.uploadCredentials
+        mirror.enableIndividualErrorArchiveDeletion = s.enableIndividualErrorArchiveDeletion
         let service: ODataService
         do {
             service = try ODataService(

@@ -139,7 +139,9 @@ extension ODataService {
 
     /// `DELETE …/ErrorArchive('<RequestID>')`: removes every ErrorArchive entry and every queued request
     /// held behind one (or changing an archived entity) in one fsynced transaction, then restores the
-    /// affected entities in the mirror from the upstream (an entity created locally disappears). Nil when
+    /// affected entities in the mirror from the upstream (an entity created locally disappears). With
+    /// `enableIndividualErrorArchiveDeletion`, only that entry and the requests depending on it (held
+    /// behind it, or changing the same entity) go. Nil when
     /// no entry has that RequestID. Throws ``ErrorArchiveBusy`` while an upload runs (and keeps uploads
     /// from starting while it runs).
     public func revertErrorArchive(_ requestID: String) throws -> ErrorArchiveRevert? {
@@ -165,7 +167,8 @@ extension ODataService {
     }
 
     private func revertExclusively(_ requestID: String) throws -> ErrorArchiveRevert? {
-        let archivedEntities = try queue.archivedEntities()
+        let individual = settings.enableIndividualErrorArchiveDeletion
+        let archivedEntities = try queue.archivedEntities().filter { !individual || $0.0 == requestID }
         let canonical = Set(archivedEntities.map { canonicalEntity($0.1) })
         var removed: [QueuedRequest] = []
         var revert = ErrorArchiveRevert()
@@ -188,14 +191,20 @@ extension ODataService {
                         attempts: 0)
                     let entity = affectedEntity(request)
                     let blocked = entity.map { canonical.contains(canonicalEntity($0)) } ?? false
-                    guard r[6].string != nil || blocked else { continue }
+                    let held = individual ? r[6].string == requestID : r[6].string != nil
+                    guard held || blocked else { continue }
                     try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
                     removed.append(request)
                     if let entity { revert.entities.append(entity) }
                 }
-                revert.archived =
-                    try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive""#)?.int ?? 0
-                try db.run(#"DELETE FROM "_mg_ErrorArchive""#)
+                if individual {
+                    revert.archived = 1
+                    try db.run(#"DELETE FROM "_mg_ErrorArchive" WHERE RequestID = ?"#, [.text(requestID)])
+                } else {
+                    revert.archived =
+                        try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive""#)?.int ?? 0
+                    try db.run(#"DELETE FROM "_mg_ErrorArchive""#)
+                }
                 return true
             }
         }

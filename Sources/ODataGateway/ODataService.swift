@@ -47,6 +47,9 @@ public struct ODataMirrorSettings: Sendable {
     /// `uploadCredentials`: `client` replays the writer's Authorization, `service` sends only the
     /// service's custom headers and cookies.
     public var uploadCredentials: UploadCredentials = .client
+    /// `enableIndividualErrorArchiveDeletion`: deleting an ErrorArchive entry reverts only it and the
+    /// requests depending on it (else every entry and every held request).
+    public var enableIndividualErrorArchiveDeletion = false
 
     /// Creates settings.
     public init(

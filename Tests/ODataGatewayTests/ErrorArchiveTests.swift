@@ -29,7 +29,7 @@ private let metadata = """
     """
 
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
-private func makeService(ifMatch: UploadIfMatch = .mirror) throws -> ODataService {
+private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = false) throws -> ODataService {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odarchive-\(UUID().uuidString)")
         .path
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -46,6 +46,7 @@ private func makeService(ifMatch: UploadIfMatch = .mirror) throws -> ODataServic
         bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
         databasePath: dir + "/mirror.sqlite")
     settings.uploadIfMatch = ifMatch
+    settings.enableIndividualErrorArchiveDeletion = individual
     let service = try ODataService(
         forwarder: forwarder, settings: settings, client: UpstreamClient(),
         pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
@@ -184,4 +185,26 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     #expect(try makeService(ifMatch: .mirror).uploadIfMatch(mirrorETag: nil) == "*")
     #expect(try makeService(ifMatch: .star).uploadIfMatch(mirrorETag: "W/\"1\"") == "*")
     #expect(try makeService(ifMatch: .omit).uploadIfMatch(mirrorETag: "W/\"1\"") == nil)
+}
+
+@Test func individualDeletionRevertsOnlyThatEntryAndItsDependents() throws {
+    for individual in [true, false] {
+        let service = try makeService(individual: individual)
+        write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"A"}"#)
+        write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B"}"#)
+        write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"A2"}"#)
+        write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B2"}"#)
+        let first = try reject(service)
+        _ = try reject(service)
+        for _ in 0..<2 { #expect(service.holdIfBlocked(try #require(try service.queue.first()))) }
+        #expect(service.queue.heldCount() == 2 && service.queue.archivedCount() == 2)
+        let revert = try #require(try service.revertErrorArchive(first))
+        if individual {
+            #expect(revert.archived == 1 && revert.held == 1 && revert.entities == ["Products(1)"])
+            #expect(service.queue.archivedCount() == 1 && service.queue.heldCount() == 1)
+        } else {
+            #expect(revert.archived == 2 && revert.held == 2)
+            #expect(service.queue.archivedCount() == 0 && service.queue.count == 0)
+        }
+    }
 }
