@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import JSONCore
 import ODataCore
 import Storage
@@ -32,6 +33,19 @@ extension ODataRequestQueue {
         if !archiveColumns.contains("AffectedEntity") {
             try db.execute(#"ALTER TABLE "_mg_ErrorArchive" ADD COLUMN AffectedEntity TEXT"#)
         }
+        // The `OfflineOData.CustomTag` of queued requests (kept while they are queued or archived).
+        try db.execute(
+            #"CREATE TABLE IF NOT EXISTS "_mg_customtag" (requestID TEXT PRIMARY KEY, tag TEXT NOT NULL)"#)
+        try dropOrphanTags(db)
+    }
+
+    /// Forgets the custom tags of requests neither queued nor archived.
+    static func dropOrphanTags(_ db: Database) throws {
+        try db.execute(
+            """
+            DELETE FROM "_mg_customtag" WHERE requestID NOT IN (SELECT requestID FROM "_mg_queue")
+              AND requestID NOT IN (SELECT RequestID FROM "_mg_ErrorArchive")
+            """)
     }
 
     /// Number of queued requests held behind an ErrorArchive entry.
@@ -129,6 +143,15 @@ extension ODataService {
         return true
     }
 
+    /// Inside the enqueueing transaction: keeps the request's `OfflineOData.CustomTag` header (SAP's name),
+    /// shown as `CustomTag` in the RequestQueue and the ErrorArchive.
+    func recordCustomTag(_ request: HTTPRequest, requestID: String, in db: Database) throws {
+        guard let tag = request.headers["OfflineOData.CustomTag"], !tag.isEmpty else { return }
+        try db.run(
+            #"INSERT OR REPLACE INTO "_mg_customtag" (requestID, tag) VALUES (?, ?)"#,
+            [.text(requestID), .text(tag)])
+    }
+
     /// Inside the archiving transaction: records the entity the archived request changed.
     func recordAffectedEntity(_ request: QueuedRequest, in db: Database) throws {
         guard let entity = affectedEntity(request) else { return }
@@ -205,6 +228,7 @@ extension ODataService {
                         try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive""#)?.int ?? 0
                     try db.run(#"DELETE FROM "_mg_ErrorArchive""#)
                 }
+                try ODataRequestQueue.dropOrphanTags(db)
                 return true
             }
         }

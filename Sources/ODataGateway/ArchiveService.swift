@@ -62,10 +62,10 @@ public enum ODataArchiveSets {
         switch set {
         case "ErrorArchive":
             return
-                #"SELECT RequestID, CustomTag, HTTPStatusCode, Code, Message, InnerError, Domain, RequestMethod, RequestURL, RequestBody, EntitySet, ArchivedAt, AffectedEntity FROM "_mg_ErrorArchive""#
+                #"SELECT RequestID, COALESCE(CustomTag, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = a.RequestID)) AS CustomTag, HTTPStatusCode, Code, Message, InnerError, Domain, RequestMethod, RequestURL, RequestBody, EntitySet, ArchivedAt, AffectedEntity FROM "_mg_ErrorArchive" a"#
         default:
             return
-                #"SELECT requestID AS RequestID, id AS ID, method AS RequestMethod, url AS RequestURL, entitySet AS EntitySet, createdAt AS CreatedAt, CAST(body AS TEXT) AS RequestBody, NULL AS CustomTag, CASE WHEN heldBy IS NULL THEN 0 ELSE 1 END AS Held, heldBy AS HeldBy, NULL AS AffectedEntity FROM "_mg_queue""#
+                #"SELECT requestID AS RequestID, id AS ID, method AS RequestMethod, url AS RequestURL, entitySet AS EntitySet, createdAt AS CreatedAt, CAST(body AS TEXT) AS RequestBody, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = q.requestID) AS CustomTag, CASE WHEN heldBy IS NULL THEN 0 ELSE 1 END AS Held, heldBy AS HeldBy, NULL AS AffectedEntity FROM "_mg_queue" q"#
         }
     }
 

@@ -71,7 +71,7 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
     r = requests.patch(
         gw.url(MOUNT + "Products(2)"),
         json={"ProductName": "Stale Chang"},
-        headers={**JSON_HEADERS, "If-Match": 'W/"stale"'},
+        headers={**JSON_HEADERS, "If-Match": 'W/"stale"', "OfflineOData.CustomTag": "tag-1"},
         timeout=10,
     )
     assert r.status_code == 204, r.text
@@ -90,6 +90,7 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         ("PATCH", "Products(5)", False),
     ]
     assert json.loads(queued[0]["RequestBody"]) == {"ProductName": "Stale Chang"}
+    assert [q["CustomTag"] for q in queued] == ["tag-1", None, None]
     assert "authorization" not in json.dumps(queued).lower()
     r = local_get(gw, "RequestQueue?$filter=RequestURL eq 'Products(5)'&$count=true")
     assert r.json()["@odata.count"] == 1 and r.json()["value"][0]["RequestURL"] == "Products(5)"
@@ -114,7 +115,7 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         assert e["HTTPStatusCode"] == 412, e
         assert e["RequestMethod"] == "PATCH" and e["RequestURL"] == "Products(2)"
         assert json.loads(e["RequestBody"]) == {"ProductName": "Stale Chang"}
-        assert e["Domain"] == "upstream"
+        assert e["Domain"] == "upstream" and e["CustomTag"] == "tag-1"
         assert e["AffectedEntity@odata.navigationLink"] == gw.url(MOUNT + "Products(2)")
         request_id = e["RequestID"]
         assert local_get(gw, "ErrorArchive?$filter=HTTPStatusCode eq 412&$count=true").json()["@odata.count"] == 1
