@@ -166,6 +166,11 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         assert metric(gw, "mirrorgate_odata_uploaded_total") == 1
         assert metric(gw, "mirrorgate_odata_upload_failures_total") == 1
 
+        table = run_cli(["status", "--config", str(gw.config_path)], timeout=30)
+        assert table.returncode == 0 and "ERROR ARCHIVE" in table.stdout, table.stderr
+        row = next(line for line in table.stdout.splitlines() if line.startswith("nw "))
+        assert row.split()[1:6] == ["yes", "1", "1", "0", "1"], row  # reachable, pending, held, in doubt, archived
+
         # Revert: the held request goes, the mirror gets the upstream's entity back.
         r = requests.delete(gw.url(MOUNT + "ErrorArchive('nope')"), timeout=10)
         assert r.status_code == 404 and "error" in r.json()
