@@ -36,6 +36,9 @@ extension ODataRequestQueue {
         // The `OfflineOData.CustomTag` of queued requests (kept while they are queued or archived).
         try db.execute(
             #"CREATE TABLE IF NOT EXISTS "_mg_customtag" (requestID TEXT PRIMARY KEY, tag TEXT NOT NULL)"#)
+        // The writer's `Cookie` header of queued requests (replayed with `uploadCredentials: client`).
+        try db.execute(
+            #"CREATE TABLE IF NOT EXISTS "_mg_cookie" (requestID TEXT PRIMARY KEY, cookie TEXT NOT NULL)"#)
         try dropOrphanTags(db)
     }
 
@@ -44,8 +47,16 @@ extension ODataRequestQueue {
         try db.execute(
             """
             DELETE FROM "_mg_customtag" WHERE requestID NOT IN (SELECT requestID FROM "_mg_queue")
-              AND requestID NOT IN (SELECT RequestID FROM "_mg_ErrorArchive")
+              AND requestID NOT IN (SELECT RequestID FROM "_mg_ErrorArchive");
+            DELETE FROM "_mg_cookie" WHERE requestID NOT IN (SELECT requestID FROM "_mg_queue");
             """)
+    }
+
+    /// The writer's `Cookie` header of a queued request (never logged).
+    func clientCookie(_ requestID: String) -> String? {
+        ((try? pool.read { db in
+            try db.scalar(#"SELECT cookie FROM "_mg_cookie" WHERE requestID = ?"#, [.text(requestID)])
+        }) ?? nil)?.string
     }
 
     /// Number of queued requests held behind an ErrorArchive entry.
@@ -144,12 +155,19 @@ extension ODataService {
     }
 
     /// Inside the enqueueing transaction: keeps the request's `OfflineOData.CustomTag` header (SAP's name),
-    /// shown as `CustomTag` in the RequestQueue and the ErrorArchive.
-    func recordCustomTag(_ request: HTTPRequest, requestID: String, in db: Database) throws {
-        guard let tag = request.headers["OfflineOData.CustomTag"], !tag.isEmpty else { return }
-        try db.run(
-            #"INSERT OR REPLACE INTO "_mg_customtag" (requestID, tag) VALUES (?, ?)"#,
-            [.text(requestID), .text(tag)])
+    /// shown as `CustomTag` in the RequestQueue and the ErrorArchive, and with `uploadCredentials: client`
+    /// its `Cookie` header, replayed on upload.
+    func recordRequestExtras(_ request: HTTPRequest, requestID: String, in db: Database) throws {
+        if let tag = request.headers["OfflineOData.CustomTag"], !tag.isEmpty {
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_customtag" (requestID, tag) VALUES (?, ?)"#,
+                [.text(requestID), .text(tag)])
+        }
+        if settings.uploadCredentials == .client, let cookie = request.headers["Cookie"], !cookie.isEmpty {
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_cookie" (requestID, cookie) VALUES (?, ?)"#,
+                [.text(requestID), .text(cookie)])
+        }
     }
 
     /// Inside the archiving transaction: records the entity the archived request changed.

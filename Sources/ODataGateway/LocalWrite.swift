@@ -119,7 +119,7 @@ extension ODataService {
                 let o = try applyToMirror(
                     db, model: m, layout: layout, method: method, key: key, members: members,
                     keyProperties: keyProperties, clientIfMatch: request.headers["If-Match"], queued: &entry)
-                try recordCustomTag(request, requestID: entry.requestID, in: db)
+                try recordRequestExtras(request, requestID: entry.requestID, in: db)
                 return (entry, o)
             }
             if let createdKey = outcome.createdKey {

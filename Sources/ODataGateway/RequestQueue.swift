@@ -151,6 +151,7 @@ public final class ODataRequestQueue: Sendable {
     /// Removes an uploaded request inside `db`'s current transaction.
     func remove(_ request: QueuedRequest, in db: Database) throws {
         try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
+        try db.run(#"DELETE FROM "_mg_cookie" WHERE requestID = ?"#, [.text(request.requestID)])
     }
 
     /// Call after the transaction that removed or archived `request` committed.

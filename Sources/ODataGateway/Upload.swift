@@ -162,6 +162,9 @@ extension ODataService {
             if let auth = request.authorization, settings.uploadCredentials == .client {
                 carrier.headers.set("Authorization", auth)
             }
+            if settings.uploadCredentials == .client, let cookie = queue.clientCookie(request.requestID) {
+                carrier.headers.set("Cookie", cookie)
+            }
             let prepared = csrf.prepare(carrier, settings: s, client: client)
             for (k, v) in prepared.headers { headers.append((name: k, value: v)) }
             headers += s.customHeaders.map { (name: $0.0, value: $0.1) }

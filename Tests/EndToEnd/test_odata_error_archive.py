@@ -195,15 +195,15 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
     )
 
 
-@pytest.mark.parametrize("if_match", ["star", "none"])
-def test_upload_if_match_and_service_credentials(gateway_factory, odata_upstream, tmp_path, if_match):
+@pytest.mark.parametrize("if_match,credentials", [("star", "service"), ("none", "client")])
+def test_upload_if_match_and_credentials(gateway_factory, odata_upstream, tmp_path, if_match, credentials):
     from upstreams.odata_northwind import ODataUpstream
 
     up = odata_upstream
     config = nw_config(
         up.root,
         uploadIfMatch=if_match,
-        uploadCredentials="service",
+        uploadCredentials=credentials,
         customHeaders={"X-Service-Key": "svc-1"},
     )
     config["dataDir"] = str(tmp_path / "data")
@@ -213,7 +213,7 @@ def test_upload_if_match_and_service_credentials(gateway_factory, odata_upstream
     r = requests.patch(
         gw.url(MOUNT + "Products(4)"),
         json={"UnitPrice": 44},
-        headers={**JSON_HEADERS, "Authorization": "Basic d3JpdGVyOnNlY3JldA=="},
+        headers={**JSON_HEADERS, "Authorization": "Basic d3JpdGVyOnNlY3JldA==", "Cookie": "sid=writer-1"},
         timeout=10,
     )
     assert r.status_code == 204, r.text
@@ -224,13 +224,19 @@ def test_upload_if_match_and_service_credentials(gateway_factory, odata_upstream
         patches = [rec for rec in up2.records if rec.method == "PATCH"]
         assert len(patches) == 1, patches
         h = patches[0].headers
-        assert "Authorization" not in h  # uploadCredentials: service
         assert h.get("X-Service-Key") == "svc-1"
+        if credentials == "service":
+            assert "Authorization" not in h
+            assert "writer-1" not in h.get("Cookie", "")
+        else:
+            assert h.get("Authorization") == "Basic d3JpdGVyOnNlY3JldA=="
+            assert "sid=writer-1" in h.get("Cookie", "")
         if if_match == "star":
             assert h.get("If-Match") == "*"
             assert upstream_products(up2)[4]["UnitPrice"] in (44, "44", 44.0)
         else:
             assert "If-Match" not in h
+        assert "writer-1" not in gw.stderr() and "d3JpdGVy" not in gw.stderr()
     finally:
         up2.stop()
 
