@@ -51,7 +51,12 @@ enum ODataServices {
         } catch {
             throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
         }
-        service.onDownload { result in
+        service.onDownload { [weak service] result in
+            switch result {
+            case .success(let stats): service?.queue.logEvent("Download", details: stats.json)
+            case .failure(let error):
+                service?.queue.logEvent("Download", details: ["error": .string(error.description)])
+            }
             switch result {
             case .success(let stats):
                 var details = stats.json.objectValue ?? JSONObject()
@@ -61,7 +66,8 @@ enum ODataServices {
                 events("downloadDidFinish", ["service": .string(name), "error": .string(error.description)])
             }
         }
-        service.onUpload { stats in
+        service.onUpload { [weak service] stats in
+            if let stats { service?.queue.logEvent("Upload", details: stats.json) }
             if let stats {
                 var details = stats.json.objectValue ?? JSONObject()
                 details["service"] = .string(name)

@@ -39,7 +39,23 @@ extension ODataRequestQueue {
         // The writer's `Cookie` header of queued requests (replayed with `uploadCredentials: client`).
         try db.execute(
             #"CREATE TABLE IF NOT EXISTS "_mg_cookie" (requestID TEXT PRIMARY KEY, cookie TEXT NOT NULL)"#)
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS "_mg_EventLog" (ID INTEGER PRIMARY KEY AUTOINCREMENT, Type TEXT NOT NULL,
+              Time TEXT NOT NULL, Details TEXT)
+            """)
         try dropOrphanTags(db)
+    }
+
+    /// Appends one entry to the EventLog (the newest 1000 are kept).
+    public func logEvent(_ type: String, details: JSON) {
+        try? pool.write { db in
+            try db.run(
+                #"INSERT INTO "_mg_EventLog" (Type, Time, Details) VALUES (?, ?, ?)"#,
+                [.text(type), .text(iso8601Now()), .text(details.serialized())])
+            try db.run(
+                #"DELETE FROM "_mg_EventLog" WHERE ID <= (SELECT MAX(ID) - 1000 FROM "_mg_EventLog")"#)
+        }
     }
 
     /// Forgets the custom tags of requests neither queued nor archived.
@@ -251,6 +267,12 @@ extension ODataService {
             }
         }
         guard found else { return nil }
+        queue.logEvent(
+            "ErrorArchiveDeletion",
+            details: [
+                "RequestID": .string(requestID), "archived": .int(Int64(revert.archived)),
+                "held": .int(Int64(removed.count)),
+            ])
         for r in removed { queue.didLeave(r) }
         revert.held = removed.count
         var seen = Set<String>()

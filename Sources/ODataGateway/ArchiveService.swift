@@ -13,7 +13,7 @@ public enum ODataArchiveSets {
     /// The schema namespace.
     public static let namespace = "Mirrorgate"
     /// The entity sets served.
-    public static let names = ["ErrorArchive", "RequestQueue"]
+    public static let names = ["ErrorArchive", "RequestQueue", "EventLog"]
 
     struct Property {
         let name: String
@@ -55,11 +55,22 @@ public enum ODataArchiveSets {
                 Property(name: "HeldBy", type: "Edm.String", nullable: true),
             ]
         ),
+        (
+            "EventLog", "EventLogEntry",
+            [
+                Property(name: "ID", type: "Edm.Int64", nullable: false),
+                Property(name: "Type", type: "Edm.String", nullable: false),
+                Property(name: "Time", type: "Edm.String", nullable: false),
+                Property(name: "Details", type: "Edm.String", nullable: true),
+            ]
+        ),
     ]
 
     /// The rows of each set (column names equal the property names, plus `AffectedEntity`).
     static func source(_ set: String) -> String {
         switch set {
+        case "EventLog":
+            return #"SELECT ID, Type, Time, Details, NULL AS AffectedEntity FROM "_mg_EventLog""#
         case "ErrorArchive":
             return
                 #"SELECT RequestID, COALESCE(CustomTag, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = a.RequestID)) AS CustomTag, HTTPStatusCode, Code, Message, InnerError, Domain, RequestMethod, RequestURL, RequestBody, EntitySet, ArchivedAt, AffectedEntity FROM "_mg_ErrorArchive" a"#
@@ -121,8 +132,13 @@ public enum ODataArchiveSets {
     ) -> JSON {
         guard let info = sets.first(where: { $0.set == set }) else { return .null }
         var o = JSONObject()
-        let key = row[info.properties[0].name]?.string ?? ""
-        let keyLiteral = "'" + key.replacingOccurrences(of: "'", with: "''") + "'"
+        let keyValue = row[info.properties[0].name] ?? .null
+        let keyLiteral: String
+        if let n = keyValue.int64, info.properties[0].type == "Edm.Int64" {
+            keyLiteral = version == .v2 ? "\(n)L" : "\(n)"
+        } else {
+            keyLiteral = "'" + (keyValue.string ?? "").replacingOccurrences(of: "'", with: "''") + "'"
+        }
         if version == .v2 {
             o["__metadata"] = [
                 "uri": .string(serviceRoot + set + "(" + keyLiteral + ")"),
@@ -234,21 +250,22 @@ extension ODataService {
         guard case .entitySet(let set, let type) = parsed.segments.first else {
             return fail(404, "NotFound", "no resource \(path)")
         }
-        var key: String?
+        var key: SQLValue?
         var countOnly = false
         for segment in parsed.segments.dropFirst() {
             switch segment {
             case .key(let k):
-                guard case .string(let s) = k.values.first?.value else {
-                    return fail(400, "BadRequest", "the key is a string")
+                switch k.values.first?.value {
+                case .string(let s)?: key = .text(s)
+                case .integer(let n)?: key = .integer(n)
+                default: return fail(400, "BadRequest", "not a key of \(set)")
                 }
-                key = s
             case .count where key == nil: countOnly = true
             default: return fail(404, "NotFound", "only the entity set, one entity and $count are served")
             }
         }
         if method == "DELETE" {
-            guard set == "ErrorArchive", let key else {
+            guard set == "ErrorArchive", let key = key?.string else {
                 return fail(405, "MethodNotAllowed", "only ErrorArchive entries can be deleted")
             }
             if let given = request.headers["X-CSRF-Token"], given != csrf.gatewayToken {
@@ -299,7 +316,15 @@ extension ODataService {
         } catch {
             return fail(400, "BadRequest", error.message)
         }
-        if let key { conditions.append(SQLFragment(#""t0"."RequestID" = ?"#, [.text(key)])) }
+        if let key {
+            let column = ODataArchiveSets.sets.first { $0.set == set }?.properties[0].name ?? "RequestID"
+            let binding: SQLBinding
+            switch key {
+            case .integer(let n): binding = .integer(n)
+            default: binding = .text(key.string ?? "")
+            }
+            conditions.append(SQLFragment(#""t0"."# + q(column) + " = ?", [binding]))
+        }
         if !conditions.isEmpty {
             whereSQL = " WHERE " + SQLFragment.joined(conditions.map { "(" + $0 + ")" }, separator: " AND ")
         }
@@ -340,7 +365,7 @@ extension ODataService {
             var body: JSON
             if key != nil {
                 guard let only = entities.first, var o = only.objectValue else {
-                    return fail(404, "NotFound", "no \(set) entry with RequestID \(key ?? "")")
+                    return fail(404, "NotFound", "no such \(set) entry")
                 }
                 if version == .v4 {
                     var withContext = JSONObject()

@@ -138,10 +138,10 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
 
         # The separate service with its own $metadata (admin token rules apply).
         r = requests.get(gw.url(ARCHIVE + "$metadata"), headers=gw.admin_headers(), timeout=10)
-        assert r.status_code == 200 and "ErrorArchiveEntry" in r.text and "RequestQueueEntry" in r.text
+        assert r.status_code == 200 and all(t in r.text for t in ("ErrorArchiveEntry", "RequestQueueEntry", "EventLogEntry"))
         assert 'Name="HTTPStatusCode"' in r.text and 'Version="4.0"' in r.text
         r = requests.get(gw.url(ARCHIVE), headers={**gw.admin_headers(), "Accept": "application/json"}, timeout=10)
-        assert {x["name"] for x in r.json()["value"]} == {"ErrorArchive", "RequestQueue"}
+        assert {x["name"] for x in r.json()["value"]} == {"ErrorArchive", "RequestQueue", "EventLog"}
         r = requests.get(
             gw.url(ARCHIVE + "ErrorArchive"), headers={**gw.admin_headers(), "Accept": "application/json"}, timeout=10
         )
@@ -182,6 +182,11 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         assert local_get(gw, "ErrorArchive").json()["value"] == []
         assert metric(gw, "mirrorgate_odata_queue_length") == 0
         wait_status(gw, lambda s: not s["downloading"])
+        events = local_get(gw, "EventLog?$filter=Type eq 'ErrorArchiveDeletion'").json()["value"]
+        assert len(events) == 1 and request_id in events[0]["Details"], events
+        uploads = local_get(gw, "EventLog?$filter=Type eq 'Upload'").json()["value"]
+        assert any(json.loads(u["Details"])["failed"] == 1 for u in uploads), uploads
+        assert local_get(gw, f"EventLog({events[0]['ID']})").json()["Type"] == "ErrorArchiveDeletion"
         writes = [rec.method for rec in up2.records if rec.method in ("POST", "PATCH", "PUT", "DELETE")]
         assert len(writes) == 2, writes  # nothing more was sent
     finally:

@@ -92,6 +92,7 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
             #expect(names.contains(sap))
         }
         #expect(model.entitySet(named: "RequestQueue") != nil)
+        #expect(model.entitySet(named: "EventLog") != nil)
     }
     #expect(ODataArchiveSets.metadata(.v2).contains("m:DataServiceVersion=\"2.0\""))
 }
@@ -117,6 +118,10 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
         select: nil,
         version: .v2, serviceRoot: "http://gw/a/", entityRoot: "http://gw/odata/s/")
     #expect(queued["ID"]?.stringValue == "7" && queued["Held"] == .bool(true))
+    let event = ODataArchiveSets.entity(
+        set: "EventLog", row: ["ID": .integer(3), "Type": .text("Upload")], select: nil, version: .v2,
+        serviceRoot: "http://gw/a/", entityRoot: "http://gw/odata/s/")
+    #expect(event["__metadata"]?["uri"]?.stringValue == "http://gw/a/EventLog(3L)")
 }
 
 @Test func laterRequestsForAnArchivedEntityAreHeldOthersNot() throws {
@@ -143,6 +148,10 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     #expect(service.queue.count == 1 && service.queue.heldCount() == 0 && service.queue.archivedCount() == 0)
     #expect(try service.queue.first()?.url == "Products(1)")
     #expect(try service.revertErrorArchive(id) == nil)
+    let (_, log) = archiveGET(service, "/odata/s/EventLog")
+    #expect(log?["value"]?[0]?["Type"]?.stringValue == "ErrorArchiveDeletion")
+    #expect(archiveGET(service, "/odata/s/EventLog(1)").1?["Type"]?.stringValue == "ErrorArchiveDeletion")
+    #expect(archiveGET(service, "/odata/s/EventLog(2)").0 == 404)
 }
 
 @Test func revertingARejectedLocalCreateRemovesItFromTheMirror() throws {
