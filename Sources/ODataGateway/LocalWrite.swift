@@ -24,6 +24,10 @@ extension ODataService {
     /// in one fsynced transaction, then answers as the client's version expects.
     func answerWriteLocally(_ request: HTTPRequest, _ responder: any Responder) {
         OriginResponder(inner: responder, origin: "local").respond(localWriteResponse(request))
+        // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
+        if !settings.localFirst, forwarder.reachability.isReachable, queue.count > 0 {
+            upload(completion: nil)
+        }
     }
 
     func localWriteResponse(_ request: HTTPRequest) -> HTTPResponse {

@@ -133,6 +133,15 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         held = local_get(gw, "RequestQueue").json()["value"]
         assert [(q["RequestURL"], q["Held"], q["HeldBy"]) for q in held] == [("Products(2)", True, request_id)]
 
+        # Online writes while a request is held: queued behind it (same entity: held too; another: uploaded).
+        r = requests.patch(gw.url(MOUNT + "Products(2)"), json={"UnitPrice": 98}, headers=JSON_HEADERS, timeout=10)
+        assert r.status_code == 204 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+        r = requests.patch(gw.url(MOUNT + "Products(6)"), json={"UnitPrice": 66}, headers=JSON_HEADERS, timeout=10)
+        assert r.status_code == 204, r.text
+        s = wait_status(gw, lambda s: s["held"] == 2 and s["pendingRequests"] == 2)
+        assert float(upstream_products(up2)[6]["UnitPrice"]) == 66
+        assert plain(upstream_products(up2)[2]) == plain(original[2])
+
         # The service's own $metadata stays the upstream's.
         assert requests.get(gw.url(MOUNT + "$metadata"), timeout=10).content == up_metadata
 
@@ -159,17 +168,17 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         assert [(x.RequestID, x.HTTPStatusCode, x.RequestURL) for x in got] == [(request_id, 412, "Products(2)")]
 
         # Metrics.
-        assert metric(gw, "mirrorgate_odata_queue_length") == 1
-        assert metric(gw, "mirrorgate_odata_held") == 1
+        assert metric(gw, "mirrorgate_odata_queue_length") == 2
+        assert metric(gw, "mirrorgate_odata_held") == 2
         assert metric(gw, "mirrorgate_odata_error_archive") == 1
         assert metric(gw, "mirrorgate_odata_in_doubt") == 0
-        assert metric(gw, "mirrorgate_odata_uploaded_total") == 1
+        assert metric(gw, "mirrorgate_odata_uploaded_total") == 2
         assert metric(gw, "mirrorgate_odata_upload_failures_total") == 1
 
         table = run_cli(["status", "--config", str(gw.config_path)], timeout=30)
         assert table.returncode == 0 and "ERROR ARCHIVE" in table.stdout, table.stderr
         row = next(line for line in table.stdout.splitlines() if line.startswith("nw "))
-        assert row.split()[1:6] == ["yes", "1", "1", "0", "1"], row  # reachable, pending, held, in doubt, archived
+        assert row.split()[1:6] == ["yes", "2", "2", "0", "1"], row  # reachable, pending, held, in doubt, archived
 
         # Revert: the held request goes, the mirror gets the upstream's entity back.
         r = requests.delete(gw.url(MOUNT + "ErrorArchive('nope')"), timeout=10)
@@ -188,7 +197,7 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         assert any(json.loads(u["Details"])["failed"] == 1 for u in uploads), uploads
         assert local_get(gw, f"EventLog({events[0]['ID']})").json()["Type"] == "ErrorArchiveDeletion"
         writes = [rec.method for rec in up2.records if rec.method in ("POST", "PATCH", "PUT", "DELETE")]
-        assert len(writes) == 2, writes  # nothing more was sent
+        assert len(writes) == 3, writes  # nothing more was sent
     finally:
         up2.stop()
     # Offline again: the mirror answers with the upstream's state of Products(2).
