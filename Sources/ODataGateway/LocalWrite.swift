@@ -95,7 +95,8 @@ extension ODataService {
         var queued = QueuedRequest(
             id: 0, entitySet: set, method: method, url: path + (query.isEmpty ? "" : "?" + query),
             body: request.body, contentType: request.headers["Content-Type"],
-            authorization: request.headers["Authorization"], ifMatch: request.headers["If-Match"],
+            authorization: settings.uploadCredentials == .client ? request.headers["Authorization"] : nil,
+            ifMatch: request.headers["If-Match"],
             localKey: nil,
             gatewayRoot: forwarder.urlMap(for: request).gatewayRoot,
             requestID: UUID().uuidString.lowercased(),

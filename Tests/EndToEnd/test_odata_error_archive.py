@@ -231,10 +231,27 @@ def test_upload_if_match_and_credentials(gateway_factory, odata_upstream, tmp_pa
         timeout=10,
     )
     assert r.status_code == 204, r.text
+    import sqlite3
+
+    db = sqlite3.connect(str(tmp_path / "data" / "odata-nw.sqlite"))
+    try:
+        stored = db.execute('SELECT authorization FROM "_mg_queue"').fetchall()
+        cookies = db.execute('SELECT cookie FROM "_mg_cookie"').fetchall()
+    finally:
+        db.close()
+    if credentials == "service":  # the writer's credentials are not even stored
+        assert stored == [(None,)] and cookies == []
+    else:
+        assert stored == [("Basic d3JpdGVyOnNlY3JldA==",)] and cookies == [("sid=writer-1",)]
     up2 = ODataUpstream(port=up.port, page_size=5, etags=True).start()
     try:
         upload(gw)
         wait_status(gw, lambda s: s["pendingRequests"] == 0)
+        db = sqlite3.connect(str(tmp_path / "data" / "odata-nw.sqlite"))
+        try:
+            assert db.execute('SELECT COUNT(*) FROM "_mg_cookie"').fetchone() == (0,)  # gone once uploaded
+        finally:
+            db.close()
         patches = [rec for rec in up2.records if rec.method == "PATCH"]
         assert len(patches) == 1, patches
         h = patches[0].headers
