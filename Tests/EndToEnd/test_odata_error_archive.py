@@ -130,6 +130,21 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         bad = local_get(gw, "ErrorArchive?$filter=NoSuchProperty eq 1")
         assert bad.status_code == 400 and "error" in bad.json()
 
+        for bad_path in [
+            "ErrorArchive?$top=-1",
+            "ErrorArchive?$skip=x",
+            "ErrorArchive('%ZZ')",
+            "ErrorArchive(1)",
+            "ErrorArchive/RequestID",
+            "ErrorArchive?$filter=" + "(" * 300,
+            "ErrorArchive?$orderby=Nope",
+            "RequestQueue('x')/$value",
+        ]:
+            bad = local_get(gw, bad_path)
+            assert 400 <= bad.status_code < 500 and "error" in bad.json(), (bad_path, bad.status_code, bad.text)
+        r = requests.post(gw.url(MOUNT + "ErrorArchive"), json={}, headers=JSON_HEADERS, timeout=10)
+        assert r.status_code == 405 and "error" in r.json()
+
         held = local_get(gw, "RequestQueue").json()["value"]
         assert [(q["RequestURL"], q["Held"], q["HeldBy"]) for q in held] == [("Products(2)", True, request_id)]
 
