@@ -40,6 +40,9 @@ enum ODataServices {
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
+        mirror.uploadIfMatch = s.uploadIfMatch
+        mirror.uploadCredentials = s.uploadCredentials
+        mirror.enableIndividualErrorArchiveDeletion = s.enableIndividualErrorArchiveDeletion
         let service: ODataService
         do {
             service = try ODataService(
@@ -48,7 +51,12 @@ enum ODataServices {
         } catch {
             throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
         }
-        service.onDownload { result in
+        service.onDownload { [weak service] result in
+            switch result {
+            case .success(let stats): service?.queue.logEvent("Download", details: stats.json)
+            case .failure(let error):
+                service?.queue.logEvent("Download", details: ["error": .string(error.description)])
+            }
             switch result {
             case .success(let stats):
                 var details = stats.json.objectValue ?? JSONObject()
@@ -58,7 +66,8 @@ enum ODataServices {
                 events("downloadDidFinish", ["service": .string(name), "error": .string(error.description)])
             }
         }
-        service.onUpload { stats in
+        service.onUpload { [weak service] stats in
+            if let stats { service?.queue.logEvent("Upload", details: stats.json) }
             if let stats {
                 var details = stats.json.objectValue ?? JSONObject()
                 details["service"] = .string(name)
@@ -67,6 +76,7 @@ enum ODataServices {
                 events("uploadDidStart", ["service": .string(name)])
             }
         }
+        ODataMetrics.observe(service, name: name)
         service.start()
         return forwarder
     }
@@ -79,6 +89,7 @@ extension Router {
     func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
         let prefix = "/_mirrorgate/odata/services/"
         let path = request.path
+        if !path.hasPrefix(prefix), odataArchiveService(request, out) { return }
         if request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/upload") {
             odataUpload(request, out)
             return

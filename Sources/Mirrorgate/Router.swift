@@ -122,6 +122,7 @@ final class Router: HTTPHandler {
         case .admin:
             admin(request, out)
         case .metrics:
+            updateODataMetrics()
             out.respond(
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],

@@ -69,14 +69,7 @@ extension ODataService {
                 headers.append(("RequestID", first.requestID))
                 headers.append(("RepeatabilityCreation", first.firstSent))
             }
-            var carrier = HTTPRequest(method: "POST", target: s.mount + "$batch")
-            if let auth = first.authorization { carrier.headers.set("Authorization", auth) }
-            let prepared = csrf.prepare(carrier, settings: s, client: client)
-            for (k, v) in prepared.headers { headers.append((name: k, value: v)) }
-            headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
-            if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
-                headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
-            }
+            headers += uploadHeaders(method: "POST", url: "$batch", writer: first)
             let upstream = UpstreamRequest(
                 method: "POST", url: forwarder.upstreamURL(for: s.mount + "$batch"), headers: headers,
                 body: batchBody, connectTimeout: s.connectTimeout, timeout: s.timeout)
@@ -203,6 +196,7 @@ extension ODataService {
                 try db.transaction(.immediate) {
                     for r in rows {
                         try queue.archive(r, status: status, code: code, message: message, body: body, in: db)
+                        try recordAffectedEntity(r, in: db)
                     }
                 }
             }

@@ -373,8 +373,9 @@ extension ODataService {
                     }
                     var headers = HTTPHeaders()
                     for (k, v) in part.headers { headers.set(k, v) }
-                    if headers["Authorization"] == nil, let auth = request.headers["Authorization"] {
-                        headers.set("Authorization", auth)
+                    // The batch's own credentials and tag stand for its parts unless a part has its own.
+                    for name in ["Authorization", "Cookie", "OfflineOData.CustomTag"] where headers[name] == nil {
+                        if let value = request.headers[name] { headers.set(name, value) }
                     }
                     var method = part.method
                     if method == "POST", let tunneled = headers["X-HTTP-Method"], !tunneled.isEmpty {

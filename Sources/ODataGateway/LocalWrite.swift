@@ -42,6 +42,10 @@ extension ODataService {
     /// in one fsynced transaction, then answers as the client's version expects.
     func answerWriteLocally(_ request: HTTPRequest, _ responder: any Responder) {
         OriginResponder(inner: responder, origin: "local").respond(localWriteResponse(request))
+        // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
+        if !settings.localFirst, forwarder.reachability.isReachable, queue.count > 0 {
+            upload(completion: nil)
+        }
     }
 
     func localWriteResponse(_ request: HTTPRequest) -> HTTPResponse {
@@ -93,6 +97,16 @@ extension ODataService {
     /// update, delete) to the mirror and returns the queue entry for it. Throws ``LocalReadError`` when
     /// the write cannot be applied (nothing of it stays: the caller's transaction rolls back).
     func applyLocalWrite(_ db: Database, model m: MirrorModel, _ input: LocalWriteInput) throws -> (
+        QueuedRequest, LocalWriteOutcome
+    ) {
+        var (queued, outcome) = try applyWrite(db, model: m, input)
+        // The writer's credentials are kept (0600, never logged) only when they are replayed on upload.
+        if settings.uploadCredentials != .client { queued.authorization = nil }
+        try recordRequestExtras(input.headers, requestID: queued.requestID, in: db)
+        return (queued, outcome)
+    }
+
+    private func applyWrite(_ db: Database, model m: MirrorModel, _ input: LocalWriteInput) throws -> (
         QueuedRequest, LocalWriteOutcome
     ) {
         let method = input.method
@@ -443,7 +457,7 @@ extension ODataService {
             )
             .first
         else { throw LocalReadError(404, "NotFound", "no such entity") }
-        if clientIfMatch == nil { queued.ifMatch = existing[1].string ?? "*" }
+        if clientIfMatch == nil { queued.ifMatch = uploadIfMatch(mirrorETag: existing[1].string) }
         if method == "DELETE" {
             try db.run("DELETE FROM \(table) WHERE \(whereSQL)", whereValues)
             return LocalWriteOutcome(status: 204, createdKey: nil)

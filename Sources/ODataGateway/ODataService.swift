@@ -42,6 +42,14 @@ public struct ODataMirrorSettings: Sendable {
     /// `upstreamSupportsRepeatability`: whether a request in doubt may be re-sent with the same
     /// repeatability headers (`auto`: once a `Repeatability-Result` header was seen).
     public var upstreamSupportsRepeatability: RepeatabilitySupport = .auto
+    /// `uploadIfMatch`: the If-Match an uploaded write gets when its client sent none.
+    public var uploadIfMatch: UploadIfMatch = .mirror
+    /// `uploadCredentials`: `client` replays the writer's Authorization, `service` sends only the
+    /// service's custom headers and cookies.
+    public var uploadCredentials: UploadCredentials = .client
+    /// `enableIndividualErrorArchiveDeletion`: deleting an ErrorArchive entry reverts only it and the
+    /// requests depending on it (else every entry and every held request).
+    public var enableIndividualErrorArchiveDeletion = false
 
     /// Creates settings.
     public init(
@@ -166,6 +174,7 @@ public final class ODataService: Sendable {
             answer = CSRFTokenResponder(inner: answer, token: csrf.gatewayToken)
         }
         if let resolved = resolvingUploadedLocalKey(adjusted) { adjusted = resolved }
+        if answerArchiveAtMount(adjusted, answer) { return }
         route(adjusted, answer)
     }
 
@@ -787,6 +796,7 @@ public final class ODataService: Sendable {
         o["pendingRequests"] = .int(Int64(queue.count))
         o["inFlight"] = .int(u.running ? 1 : 0)
         o["inDoubt"] = .int(Int64(queue.inDoubtCount()))
+        o["held"] = .int(Int64(queue.heldCount()))
         o["errorArchive"] = .int(Int64(queue.archivedCount()))
         o["uploading"] = .bool(u.running)
         o["lastUploadAt"] = u.lastUploadAt.map(JSON.string) ?? .null

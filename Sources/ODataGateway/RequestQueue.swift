@@ -77,6 +77,7 @@ public final class ODataRequestQueue: Sendable {
             for column in ["changeset", "contentID", "nested"] where !columns.contains(column) {
                 try db.execute(#"ALTER TABLE "_mg_queue" ADD COLUMN "# + column + " TEXT")
             }
+            try Self.addHoldColumns(db)
         }
         let counts = try pool.read { db in
             try db.query(#"SELECT entitySet, COUNT(*) FROM "_mg_queue" GROUP BY entitySet"#)
@@ -132,14 +133,14 @@ public final class ODataRequestQueue: Sendable {
         return result
     }
 
-    /// The oldest queued request.
+    /// The oldest queued request not held behind an ErrorArchive entry.
     public func first() throws -> QueuedRequest? {
         try pool.read { db in
             try db.query(
                 """
                 SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
                   requestID, firstSent, attempts, sentAt, changeset, contentID, nested FROM "_mg_queue"
-                  ORDER BY id LIMIT 1
+                  WHERE heldBy IS NULL ORDER BY id LIMIT 1
                 """
             ).first.map(Self.request)
         }
@@ -191,6 +192,7 @@ public final class ODataRequestQueue: Sendable {
     /// Removes an uploaded request inside `db`'s current transaction.
     func remove(_ request: QueuedRequest, in db: Database) throws {
         try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
+        try db.run(#"DELETE FROM "_mg_cookie" WHERE requestID = ?"#, [.text(request.requestID)])
     }
 
     /// Call after the transaction that removed or archived `request` committed.

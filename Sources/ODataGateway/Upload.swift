@@ -100,6 +100,7 @@ extension ODataService {
         var stats = ODataUploadStats()
         while let request = try? queue.first() {
             if let changeset = request.changeset {
+                if holdChangesetIfBlocked(changeset) { continue }
                 let (outcome, n) = sendChangeset(request, changeset)
                 switch outcome {
                 case .done: stats.uploaded += n
@@ -111,6 +112,7 @@ extension ODataService {
                 }
                 continue
             }
+            if holdIfBlocked(request) { continue }
             switch send(request) {
             case .done: stats.uploaded += 1
             case .failed: stats.failed += 1
@@ -168,14 +170,7 @@ extension ODataService {
                     headers.append(("RepeatabilityCreation", request.firstSent))
                 }
             }
-            var carrier = HTTPRequest(method: request.method, target: s.mount + request.url)
-            if let auth = request.authorization { carrier.headers.set("Authorization", auth) }
-            let prepared = csrf.prepare(carrier, settings: s, client: client)
-            for (k, v) in prepared.headers { headers.append((name: k, value: v)) }
-            headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
-            if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
-                headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
-            }
+            headers += uploadHeaders(method: request.method, url: request.url, writer: request)
             let body = request.body.isEmpty ? [] : map.toUpstream.apply(request.body)
             let upstream = UpstreamRequest(
                 method: request.method, url: forwarder.upstreamURL(for: s.mount + request.url),
@@ -269,12 +264,32 @@ extension ODataService {
         return (e["code"]?.string, message)
     }
 
+    /// The headers every upload of `writer`'s request carries besides its own: the writer's `Authorization`
+    /// and `Cookie` with `uploadCredentials: client`, the upstream's CSRF token and session cookies (the
+    /// gateway's own handshake), `customHeaders` and `customCookies`.
+    func uploadHeaders(method: String, url: String, writer: QueuedRequest) -> [(name: String, value: String)] {
+        let s = forwarder.settings
+        var carrier = HTTPRequest(method: method, target: s.mount + url)
+        if settings.uploadCredentials == .client {
+            if let auth = writer.authorization { carrier.headers.set("Authorization", auth) }
+            if let cookie = queue.clientCookie(writer.requestID) { carrier.headers.set("Cookie", cookie) }
+        }
+        let prepared = csrf.prepare(carrier, settings: s, client: client)
+        var headers: [(name: String, value: String)] = prepared.headers.map { (name: $0.name, value: $0.value) }
+        headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
+        if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
+            headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
+        }
+        return headers
+    }
+
     func archive(_ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?) {
         do {
             try mirror.pool.write { db in
                 try db.transaction(.immediate) {
                     try queue.archive(
                         request, status: status, code: code, message: message, body: body, in: db)
+                    try recordAffectedEntity(request, in: db)
                 }
             }
             queue.didLeave(request)

@@ -79,11 +79,18 @@ enum StatusTable {
         }
         let services = doc["odata"]?["services"]?.objectValue ?? JSONObject()
         if !services.keys.isEmpty {
-            var r = [["SERVICE", "REACHABLE", "PENDING", "LAST UPLOAD", "LAST DOWNLOAD", "LAST ERROR"]]
+            var r = [
+                [
+                    "SERVICE", "REACHABLE", "PENDING", "HELD", "IN DOUBT", "ERROR ARCHIVE", "LAST UPLOAD",
+                    "LAST DOWNLOAD", "LAST ERROR",
+                ]
+            ]
             for (name, s) in services {
                 r.append([
-                    name, yesNo(s["reachable"]), text(s["pendingRequests"]), text(s["lastUploadAt"]),
-                    text(s["lastDownloadAt"]), text(s["lastError"]),
+                    name, yesNo(s["reachable"]), text(s["pendingRequests"]), text(s["held"]),
+                    text(s["inDoubt"]),
+                    text(s["errorArchive"]), text(s["lastUploadAt"]), text(s["lastDownloadAt"]),
+                    text(s["lastError"]),
                 ])
             }
             out += table(r) + "\n"

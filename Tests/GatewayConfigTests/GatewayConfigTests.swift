@@ -618,13 +618,22 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
                 "odata.services.s.storeEncryptionKey",
                 "odata.services.s.enableRequestQueueOptimization", "odata.services.s.enableUndoLocalCreation",
                 "odata.services.s.enableTransactionBuilder",
-                "odata.services.s.enableIndividualErrorArchiveDeletion",
             ])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
         #expect(found[0].line == 3)
         #expect(
             found[0].description.hasPrefix("t.yaml:3: policies.default.window: not supported in this version")
         )
+    }
+
+    @Test func individualErrorArchiveDeletionIsSupported() throws {
+        let c = try parse(
+            "odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n"
+                + "      enableIndividualErrorArchiveDeletion: true\n      uploadIfMatch: none\n"
+                + "      uploadCredentials: service\n")
+        #expect(c.odata.services["s"]?.enableIndividualErrorArchiveDeletion == true)
+        #expect(c.odata.services["s"]?.uploadIfMatch == UploadIfMatch.omit)
+        #expect(c.odata.services["s"]?.uploadCredentials == UploadCredentials.service)
     }
 
     @Test func liftingAnEntryAcceptsTheKey() throws {

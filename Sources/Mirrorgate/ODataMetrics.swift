@@ -1,0 +1,67 @@
+import CoreMetrics
+import Foundation
+import HTTPServer
+import ODataGateway
+
+/// The OData write-path metrics: `mirrorgate_odata_uploaded_total{service}` and
+/// `mirrorgate_odata_upload_failures_total{service}` (counted per upload run), and the gauges
+/// `mirrorgate_odata_queue_length`, `mirrorgate_odata_in_doubt`, `mirrorgate_odata_held` and
+/// `mirrorgate_odata_error_archive` (`{service}`, read from the queue whenever `/metrics` is rendered).
+enum ODataMetrics {
+    /// Creates the counters of `service` at 0 and counts every finished upload run.
+    static func observe(_ service: ODataService, name: String) {
+        let uploaded = CoreMetrics.Counter(
+            label: "mirrorgate_odata_uploaded_total", dimensions: [("service", name)])
+        let failures = CoreMetrics.Counter(
+            label: "mirrorgate_odata_upload_failures_total", dimensions: [("service", name)])
+        uploaded.increment(by: 0)
+        failures.increment(by: 0)
+        service.onUpload { stats in
+            guard let stats else { return }
+            if stats.uploaded > 0 { uploaded.increment(by: stats.uploaded) }
+            if stats.failed + stats.inDoubt > 0 { failures.increment(by: stats.failed + stats.inDoubt) }
+        }
+        update(service, name: name)
+    }
+
+    /// Sets the gauges of `service` from its queue.
+    static func update(_ service: ODataService, name: String) {
+        let queue = service.queue
+        let values: [(String, Int)] = [
+            ("mirrorgate_odata_queue_length", queue.count),
+            ("mirrorgate_odata_in_doubt", queue.inDoubtCount()),
+            ("mirrorgate_odata_held", queue.heldCount()),
+            ("mirrorgate_odata_error_archive", queue.archivedCount()),
+        ]
+        for (label, value) in values {
+            Gauge(label: label, dimensions: [("service", name)]).record(value)
+        }
+    }
+}
+
+extension Router {
+    /// `GET /_mirrorgate/odata/{service}/…` (not `services/…`): the service's ErrorArchive and
+    /// RequestQueue as a separate OData service; false when the path names no such service.
+    func odataArchiveService(_ request: HTTPRequest, _ out: any Responder) -> Bool {
+        let prefix = "/_mirrorgate/odata/"
+        let rest = request.path.dropFirst(prefix.count)
+        let name = String(rest.prefix { $0 != "/" })
+        guard name != "services", !name.isEmpty,
+            let service = odata.first(where: {
+                $0.settings.name == FormDecoding.percentDecode(Substring(name))
+            })?
+            .service
+        else { return false }
+        var path = rest.dropFirst(name.count)
+        if path.hasPrefix("/") { path = path.dropFirst() }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        service.answerArchiveService(
+            request, path: String(path), serviceRoot: "http://\(host)\(prefix)\(name)/", out)
+        return true
+    }
+
+    /// Refreshes the OData gauges before `/metrics` is rendered.
+    func updateODataMetrics() {
+        for s in odata { if let service = s.service { ODataMetrics.update(service, name: s.settings.name) } }
+    }
+}

@@ -1,0 +1,219 @@
+import Foundation
+import GatewayConfig
+import HTTPServer
+import JSONCore
+import Logging
+import ODataCore
+import Storage
+import Testing
+import Upstream
+
+@testable import ODataGateway
+
+private let metadata = """
+    <?xml version="1.0" encoding="utf-8"?>
+    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+      <edmx:DataServices>
+        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+          <EntityType Name="Product">
+            <Key><PropertyRef Name="ID"/></Key>
+            <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+            <Property Name="Name" Type="Edm.String"/>
+          </EntityType>
+          <EntityContainer Name="C">
+            <EntitySet Name="Products" EntityType="S.Product"/>
+          </EntityContainer>
+        </Schema>
+      </edmx:DataServices>
+    </edmx:Edmx>
+    """
+
+/// A service whose upstream never answers (port 9), mirrored from bootstrap files.
+private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = false) throws -> ODataService {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odarchive-\(UUID().uuidString)")
+        .path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    try Data(metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
+    try Data(#"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#.utf8)
+        .write(to: URL(fileURLWithPath: dir + "/products.json"))
+    UpstreamClient.globalInit()
+    let forwarder = ODataForwarder(
+        settings: ODataServiceSettings(
+            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: .seconds(1)),
+        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+    var settings = ODataMirrorSettings(
+        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
+        bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
+        databasePath: dir + "/mirror.sqlite")
+    settings.uploadIfMatch = ifMatch
+    settings.enableIndividualErrorArchiveDeletion = individual
+    let service = try ODataService(
+        forwarder: forwarder, settings: settings, client: UpstreamClient(),
+        pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
+    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
+    return service
+}
+
+private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "") {
+    _ = service.localWriteResponse(
+        HTTPRequest(
+            method: method, target: target, headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(body.utf8)))
+}
+
+private func archiveGET(_ service: ODataService, _ target: String, method: String = "GET") -> (Int, JSON?) {
+    let request = HTTPRequest(method: method, target: target, headers: ["Host": "gw"])
+    let path = String(request.path.dropFirst("/odata/s/".count))
+    let r = service.archiveResponse(
+        request, path: path, serviceRoot: "http://gw/odata/s/", entityRoot: "http://gw/odata/s/",
+        isService: false)
+    guard case .bytes(let b) = r.body else { return (r.status, nil) }
+    return (r.status, try? JSON.parse(b))
+}
+
+/// Archives the oldest queued request as rejected by the upstream with `status`.
+private func reject(_ service: ODataService, status: Int = 412) throws -> String {
+    let request = try #require(try service.queue.first())
+    service.archive(request, status: status, code: "C", message: "rejected", body: nil)
+    return request.requestID
+}
+
+@Test func theArchiveMetadataParsesInBothVersions() throws {
+    for version in [ODataVersion.v4, .v2] {
+        let model = try ODataArchiveSets.model(version)
+        #expect(model.version == version)
+        let archive = try #require(model.entitySet(named: "ErrorArchive"))
+        #expect(model.key(of: archive.entityType) == ["RequestID"])
+        let names = model.properties(of: archive.entityType).map(\.name)
+        for sap in [
+            "RequestID", "CustomTag", "HTTPStatusCode", "Code", "Message", "InnerError", "Domain",
+            "RequestMethod", "RequestURL", "RequestBody",
+        ] {
+            #expect(names.contains(sap))
+        }
+        #expect(model.entitySet(named: "RequestQueue") != nil)
+        #expect(model.entitySet(named: "EventLog") != nil)
+    }
+    #expect(ODataArchiveSets.metadata(.v2).contains("m:DataServiceVersion=\"2.0\""))
+}
+
+@Test func archiveEntitiesSerializeInTheServiceVersion() {
+    let row: [String: SQLValue] = [
+        "RequestID": .text("a'b"), "HTTPStatusCode": .integer(412), "RequestMethod": .text("PATCH"),
+        "AffectedEntity": .text("Products(2)"),
+    ]
+    let v4 = ODataArchiveSets.entity(
+        set: "ErrorArchive", row: row, select: nil, version: .v4, serviceRoot: "http://gw/a/",
+        entityRoot: "http://gw/odata/s/")
+    #expect(v4["HTTPStatusCode"] == .int(412))
+    #expect(v4["Code"] == .null)
+    #expect(v4["AffectedEntity@odata.navigationLink"]?.stringValue == "http://gw/odata/s/Products(2)")
+    let v2 = ODataArchiveSets.entity(
+        set: "ErrorArchive", row: row, select: ["RequestID"], version: .v2, serviceRoot: "http://gw/a/",
+        entityRoot: "http://gw/odata/s/")
+    #expect(v2["__metadata"]?["uri"]?.stringValue == "http://gw/a/ErrorArchive('a''b')")
+    #expect(v2["HTTPStatusCode"] == nil && v2["RequestID"]?.stringValue == "a'b")
+    let queued = ODataArchiveSets.entity(
+        set: "RequestQueue", row: ["RequestID": .text("x"), "ID": .integer(7), "Held": .integer(1)],
+        select: nil,
+        version: .v2, serviceRoot: "http://gw/a/", entityRoot: "http://gw/odata/s/")
+    #expect(queued["ID"]?.stringValue == "7" && queued["Held"] == .bool(true))
+    let event = ODataArchiveSets.entity(
+        set: "EventLog", row: ["ID": .integer(3), "Type": .text("Upload")], select: nil, version: .v2,
+        serviceRoot: "http://gw/a/", entityRoot: "http://gw/odata/s/")
+    #expect(event["__metadata"]?["uri"]?.stringValue == "http://gw/a/EventLog(3L)")
+}
+
+@Test func laterRequestsForAnArchivedEntityAreHeldOthersNot() throws {
+    let service = try makeService()
+    write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"A"}"#)
+    write(service, "PATCH", "/odata/s/Products(ID=2)", #"{"Name":"B"}"#)
+    write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"C"}"#)
+    let id = try reject(service)
+    let second = try #require(try service.queue.first())
+    #expect(service.affectedEntity(second) == "Products(ID=2)")
+    #expect(service.holdIfBlocked(second))
+    let third = try #require(try service.queue.first())
+    #expect(third.url == "Products(1)")
+    #expect(!service.holdIfBlocked(third))
+    #expect(service.queue.heldCount() == 1 && service.queue.count == 2)
+    let (status, doc) = archiveGET(service, "/odata/s/RequestQueue?$filter=Held eq true")
+    #expect(status == 200)
+    #expect(doc?["value"]?[0]?["HeldBy"]?.stringValue == id)
+    #expect(doc?["value"]?.arrayValue?.count == 1)
+
+    // Revert: the archive entry and the held request go; the unrelated one stays queued.
+    let revert = try #require(try service.revertErrorArchive(id))
+    #expect(revert.archived == 1 && revert.held == 1)
+    #expect(service.queue.count == 1 && service.queue.heldCount() == 0 && service.queue.archivedCount() == 0)
+    #expect(try service.queue.first()?.url == "Products(1)")
+    #expect(try service.revertErrorArchive(id) == nil)
+    let (_, log) = archiveGET(service, "/odata/s/EventLog")
+    #expect(log?["value"]?[0]?["Type"]?.stringValue == "ErrorArchiveDeletion")
+    #expect(archiveGET(service, "/odata/s/EventLog(1)").1?["Type"]?.stringValue == "ErrorArchiveDeletion")
+    #expect(archiveGET(service, "/odata/s/EventLog(2)").0 == 404)
+}
+
+@Test func revertingARejectedLocalCreateRemovesItFromTheMirror() throws {
+    let service = try makeService()
+    write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    write(service, "PATCH", "/odata/s/Products(-1)", #"{"Name":"Green Tea"}"#)
+    let id = try reject(service, status: 400)
+    let next = try #require(try service.queue.first())
+    #expect(service.holdIfBlocked(next))
+    #expect(service.mirror.rowCounts()["Products"] == 3)
+    let revert = try #require(try service.revertErrorArchive(id))
+    #expect(revert.entities == ["Products(-1)"])
+    #expect(service.mirror.rowCounts()["Products"] == 2)
+    #expect(service.queue.count == 0)
+}
+
+@Test func archiveReadsHonourQueryOptionsAndRejectBadInput() throws {
+    let service = try makeService()
+    write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"A"}"#)
+    write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B"}"#)
+    _ = try reject(service, status: 412)
+    _ = try reject(service, status: 400)
+    #expect(archiveGET(service, "/odata/s/ErrorArchive").1?["value"]?.arrayValue?.count == 2)
+    let filtered = archiveGET(service, "/odata/s/ErrorArchive?$filter=HTTPStatusCode%20eq%20400&$count=true")
+        .1
+    #expect(filtered?["@odata.count"] == .int(1))
+    #expect(filtered?["value"]?[0]?["RequestURL"]?.stringValue == "Products(2)")
+    let ordered = archiveGET(service, "/odata/s/ErrorArchive?$orderby=HTTPStatusCode%20desc&$top=1&$skip=0").1
+    #expect(ordered?["value"]?[0]?["HTTPStatusCode"] == .int(412))
+    #expect(archiveGET(service, "/odata/s/ErrorArchive?$filter=Nope%20eq%201").0 == 400)
+    #expect(archiveGET(service, "/odata/s/ErrorArchive?$filter='").0 == 400)
+    #expect(archiveGET(service, "/odata/s/ErrorArchive('missing')").0 == 404)
+    #expect(archiveGET(service, "/odata/s/ErrorArchive('missing')", method: "DELETE").0 == 404)
+    #expect(archiveGET(service, "/odata/s/ErrorArchive", method: "POST").0 == 405)
+    #expect(archiveGET(service, "/odata/s/RequestQueue(1)").0 == 404)
+}
+
+@Test func uploadIfMatchChoosesWhatAWriteWithoutOneGets() throws {
+    #expect(try makeService(ifMatch: .mirror).uploadIfMatch(mirrorETag: "W/\"1\"") == "W/\"1\"")
+    #expect(try makeService(ifMatch: .mirror).uploadIfMatch(mirrorETag: nil) == "*")
+    #expect(try makeService(ifMatch: .star).uploadIfMatch(mirrorETag: "W/\"1\"") == "*")
+    #expect(try makeService(ifMatch: .omit).uploadIfMatch(mirrorETag: "W/\"1\"") == nil)
+}
+
+@Test func individualDeletionRevertsOnlyThatEntryAndItsDependents() throws {
+    for individual in [true, false] {
+        let service = try makeService(individual: individual)
+        write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"A"}"#)
+        write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B"}"#)
+        write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"A2"}"#)
+        write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B2"}"#)
+        let first = try reject(service)
+        _ = try reject(service)
+        for _ in 0..<2 { #expect(service.holdIfBlocked(try #require(try service.queue.first()))) }
+        #expect(service.queue.heldCount() == 2 && service.queue.archivedCount() == 2)
+        let revert = try #require(try service.revertErrorArchive(first))
+        if individual {
+            #expect(revert.archived == 1 && revert.held == 1 && revert.entities == ["Products(1)"])
+            #expect(service.queue.archivedCount() == 1 && service.queue.heldCount() == 1)
+        } else {
+            #expect(revert.archived == 2 && revert.held == 2)
+            #expect(service.queue.archivedCount() == 0 && service.queue.count == 0)
+        }
+    }
+}
