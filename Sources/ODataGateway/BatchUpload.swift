@@ -69,7 +69,8 @@ extension ODataService {
                 headers.append(("RequestID", first.requestID))
                 headers.append(("RepeatabilityCreation", first.firstSent))
             }
-            headers += uploadHeaders(method: "POST", url: "$batch", writer: first)
+            let carrier = uploadCarrier(method: "POST", url: "$batch", writer: first)
+            headers += uploadHeaders(carrier)
             let upstream = UpstreamRequest(
                 method: "POST", url: forwarder.upstreamURL(for: s.mount + "$batch"), headers: headers,
                 body: batchBody, connectTimeout: s.connectTimeout, timeout: s.timeout)

@@ -89,7 +89,8 @@ extension ODataService {
             }
             _ = try applyToMirror(
                 db, model: m, layout: sourceLayout, method: "PATCH", key: key, members: changes,
-                keyProperties: m.model.keyProperties(of: type), clientIfMatch: "-", queued: &ignored)
+                keyProperties: m.model.keyProperties(of: type), clientIfMatch: Self.noIfMatch,
+                queued: &ignored)
         } else {
             guard let target else {
                 throw LocalReadError(
@@ -105,7 +106,8 @@ extension ODataService {
             }
             _ = try applyToMirror(
                 db, model: m, layout: target.layout, method: "PATCH", key: target.key, members: changes,
-                keyProperties: m.model.keyProperties(of: target.layout.entityType), clientIfMatch: "-",
+                keyProperties: m.model.keyProperties(of: target.layout.entityType),
+                clientIfMatch: Self.noIfMatch,
                 queued: &ignored)
         }
         let queued = QueuedRequest(

@@ -11,6 +11,8 @@ struct LocalWriteOutcome {
     var set: String = ""
     /// For a create: the key predicate of the stored entity (`(-1)`).
     var createdKey: String?
+    /// For an update: the entity's new (gateway-minted) ETag, when its set carries ETags.
+    var etag: String? = nil
 }
 
 /// One write to apply locally: the parts of a client request that matter.
@@ -90,6 +92,7 @@ extension ODataService {
         }
         var h = HTTPHeaders()
         if version == .v4 { h.set("OData-Version", "4.0") } else { h.set("DataServiceVersion", "1.0") }
+        if let etag = outcome.etag { h.set("ETag", etag) }
         return HTTPResponse(status: outcome.status, headers: h, body: .bytes([]))
     }
 
@@ -210,7 +213,7 @@ extension ODataService {
         let o = try applyToMirror(
             db, model: m, layout: layout, method: method, key: key, members: members,
             keyProperties: keyProperties, clientIfMatch: input.headers["If-Match"], queued: &queued)
-        return (queued, LocalWriteOutcome(status: o.status, set: set, createdKey: nil))
+        return (queued, LocalWriteOutcome(status: o.status, set: set, createdKey: nil, etag: o.etag))
     }
 
     /// The structural members of a body and its nested entities (deep insert); `Nav@odata.bind` and V2
@@ -424,8 +427,9 @@ extension ODataService {
             layout.columns.map {
                 ODataMirror.columnValue(ODataMirror.lookup(members, $0.path), $0.type, m.version)
             }
+        let etag: SQLValue = try usesETags(db, model: m, layout: layout) ? .text(Self.mintETag()) : .null
         do {
-            try db.run(sql, [.text(RawJSON.object(members).serialized()), .null, .text("local")] + values)
+            try db.run(sql, [.text(RawJSON.object(members).serialized()), etag, .text("local")] + values)
         } catch {
             throw LocalReadError(409, "Conflict", "an entity with this key exists in \(layout.set.name)")
         }
@@ -457,7 +461,20 @@ extension ODataService {
             )
             .first
         else { throw LocalReadError(404, "NotFound", "no such entity") }
-        if clientIfMatch == nil { queued.ifMatch = uploadIfMatch(mirrorETag: existing[1].string) }
+        let current = existing[1].string
+        if let given = clientIfMatch, given != Self.noIfMatch {
+            // The client's precondition holds against the version the mirror has (`*` always does); a
+            // version the mirror cannot name (a set without ETags) is not checked.
+            if let current, !Self.ifMatch(given, allows: current) {
+                throw LocalReadError(
+                    412, "PreconditionFailed",
+                    "If-Match does not match the entity's current ETag (\(current))")
+            }
+            // An ETag the gateway minted means nothing upstream: upload as for a write without If-Match.
+            if Self.isMintedETag(given) { queued.ifMatch = uploadIfMatch(mirrorETag: nil) }
+        } else if clientIfMatch == nil {
+            queued.ifMatch = uploadIfMatch(mirrorETag: Self.isMintedETag(current) ? nil : current)
+        }
         if method == "DELETE" {
             try db.run("DELETE FROM \(table) WHERE \(whereSQL)", whereValues)
             return LocalWriteOutcome(status: 204, createdKey: nil)
@@ -473,12 +490,52 @@ extension ODataService {
             properties = old
             for (k, v) in members { Self.setMember(&properties, k, v) }
         }
-        let sets = ([#""_json" = ?"#, #""_etag" = NULL"#] + layout.columns.map { "\(q($0.name)) = ?" })
+        // A new version: a new ETag when the set carries them (the upstream's comes with the next download).
+        let etag = current == nil ? nil : Self.mintETag()
+        let sets = ([#""_json" = ?"#, #""_etag" = ?"#] + layout.columns.map { "\(q($0.name)) = ?" })
             .joined(separator: ", ")
         try db.run(
             "UPDATE \(table) SET \(sets) WHERE \(whereSQL)",
-            [.text(RawJSON.object(properties).serialized())] + row(properties) + whereValues)
-        return LocalWriteOutcome(status: 204, createdKey: nil)
+            [.text(RawJSON.object(properties).serialized()), SQLValue(etag)] + row(properties) + whereValues)
+        return LocalWriteOutcome(status: 204, createdKey: nil, etag: etag)
+    }
+
+    /// `clientIfMatch` of an internal change that carries no precondition of a client (a link change's
+    /// effect on the other entity).
+    static let noIfMatch = "-"
+
+    /// A gateway-minted weak ETag (`W/"mg-…"`) for an entity changed locally: clients that send `If-Match`
+    /// keep working offline; it is never sent upstream.
+    static func mintETag() -> String { "W/\"mg-" + UUID().uuidString.lowercased() + "\"" }
+
+    static func isMintedETag(_ etag: String?) -> Bool { etag?.hasPrefix("W/\"mg-") == true }
+
+    /// Whether an `If-Match` value (`*` or a list of entity tags) allows the current `etag`.
+    static func ifMatch(_ header: String, allows etag: String) -> Bool {
+        var tags: [Substring] = []
+        var start = header.startIndex
+        var quoted = false
+        for i in header.indices {
+            if header[i] == "\"" { quoted.toggle() }
+            if header[i] == ",", !quoted {
+                tags.append(header[start..<i])
+                start = header.index(after: i)
+            }
+        }
+        tags.append(header[start...])
+        return tags.contains { t in
+            let tag = t.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == etag
+        }
+    }
+
+    /// Whether `layout`'s entities carry ETags: the model names concurrency properties, or stored rows
+    /// have ETags (looking at a few rows only: the set's downloaded rows come first).
+    func usesETags(_ db: Database, model m: MirrorModel, layout: MirrorSetLayout) throws -> Bool {
+        if !m.model.concurrencyProperties(of: layout.entityType).isEmpty { return true }
+        return try db.scalar(
+            "SELECT 1 FROM (SELECT \"_etag\" AS e FROM \(q(layout.set.name)) LIMIT 64) WHERE e IS NOT NULL LIMIT 1"
+        ) != nil
     }
 
     /// The next gateway-minted integer key inside `db`'s transaction: negative, never reused.

@@ -170,7 +170,8 @@ extension ODataService {
                     headers.append(("RepeatabilityCreation", request.firstSent))
                 }
             }
-            headers += uploadHeaders(method: request.method, url: request.url, writer: request)
+            let carrier = uploadCarrier(method: request.method, url: request.url, writer: request)
+            headers += uploadHeaders(carrier)
             let body = request.body.isEmpty ? [] : map.toUpstream.apply(request.body)
             let upstream = UpstreamRequest(
                 method: request.method, url: forwarder.upstreamURL(for: s.mount + request.url),
@@ -264,18 +265,25 @@ extension ODataService {
         return (e["code"]?.string, message)
     }
 
-    /// The headers every upload of `writer`'s request carries besides its own: the writer's `Authorization`
-    /// and `Cookie` with `uploadCredentials: client`, the upstream's CSRF token and session cookies (the
-    /// gateway's own handshake), `customHeaders` and `customCookies`.
-    func uploadHeaders(method: String, url: String, writer: QueuedRequest) -> [(name: String, value: String)] {
-        let s = forwarder.settings
-        var carrier = HTTPRequest(method: method, target: s.mount + url)
+    /// What an upload of `writer`'s request to `url` (relative to the mount) is sent as, for the CSRF
+    /// handshake: with `uploadCredentials: client`, the writer's `Authorization` and `Cookie`.
+    func uploadCarrier(method: String, url: String, writer: QueuedRequest) -> HTTPRequest {
+        var carrier = HTTPRequest(method: method, target: forwarder.settings.mount + url)
         if settings.uploadCredentials == .client {
             if let auth = writer.authorization { carrier.headers.set("Authorization", auth) }
             if let cookie = queue.clientCookie(writer.requestID) { carrier.headers.set("Cookie", cookie) }
         }
+        return carrier
+    }
+
+    /// The headers an upload carries besides the request's own: `carrier`'s credentials with the upstream's
+    /// CSRF token and session cookies (the gateway's own handshake), `customHeaders` and `customCookies`.
+    func uploadHeaders(_ carrier: HTTPRequest) -> [(name: String, value: String)] {
+        let s = forwarder.settings
         let prepared = csrf.prepare(carrier, settings: s, client: client)
-        var headers: [(name: String, value: String)] = prepared.headers.map { (name: $0.name, value: $0.value) }
+        var headers: [(name: String, value: String)] = prepared.headers.map {
+            (name: $0.name, value: $0.value)
+        }
         headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
         if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
             headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))

@@ -210,3 +210,37 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
     }
     #expect(get(service, "/odata/s/Products(2)").1.contains(#""Name":"Local""#))
 }
+
+@Test func ifMatchIsCheckedAgainstTheMirrorAndLocalVersionsGetMintedETags() throws {
+    let (service, _) = try makeService()
+    try service.mirror.pool.write { db in
+        try db.run(#"UPDATE "Products" SET "_etag" = 'W/"v1"' WHERE "ID" = 1"#)
+    }
+    func patch(_ key: Int, _ ifMatch: String?) -> HTTPResponse {
+        var headers: HTTPHeaders = ["Host": "gw", "Content-Type": "application/json"]
+        if let ifMatch { headers.set("If-Match", ifMatch) }
+        return service.localWriteResponse(
+            HTTPRequest(
+                method: "PATCH", target: "/odata/s/Products(\(key))", headers: headers,
+                body: Array(#"{"Price":20}"#.utf8)))
+    }
+    #expect(patch(1, #"W/"v0""#).status == 412)
+    #expect(service.queue.count == 0)
+    let applied = patch(1, #"W/"v0", W/"v1""#)
+    #expect(applied.status == 204)
+    let minted = try #require(applied.headers["ETag"])
+    #expect(minted.hasPrefix(#"W/"mg-"#))
+    #expect(patch(1, #"W/"v1""#).status == 412)  // that version is gone
+    #expect(patch(1, minted).status == 204)
+    #expect(patch(1, "*").status == 204)
+    #expect(patch(1, nil).status == 204)
+    // Uploads carry the client's server ETag; one minted by the gateway never goes upstream.
+    let sent = try service.mirror.pool.read { db in
+        try db.query(#"SELECT ifMatch FROM "_mg_queue" ORDER BY id"#).map { $0[0].string }
+    }
+    #expect(sent == [#"W/"v0", W/"v1""#, "*", "*", "*"])
+    // An entity the mirror has no ETag for: If-Match cannot be checked, and no ETag is minted.
+    let plain = patch(2, #"W/"whatever""#)
+    #expect(plain.status == 204)
+    #expect(plain.headers["ETag"] == nil)
+}

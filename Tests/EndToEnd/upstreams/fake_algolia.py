@@ -40,6 +40,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) drops connections when the gateway opens several at once on a busy
+    # machine; the client then waits for a SYN retransmit and the gateway's connect timeout fires.
+    request_queue_size = 128
+
+
 @dataclass
 class Recorded:
     """One request as it arrived at the fake upstream, and what the fake answered."""
@@ -100,7 +106,7 @@ class FakeAlgolia:
         class Handler(_Handler):
             server_fake = fake
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd = _Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

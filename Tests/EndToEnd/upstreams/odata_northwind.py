@@ -201,6 +201,7 @@ class ODataRecord:
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 128  # the default 5 drops connections opened together on a busy machine
 
 
 class _QuietHandler(WSGIRequestHandler):
