@@ -239,6 +239,11 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
         try db.query(#"SELECT ifMatch FROM "_mg_queue" ORDER BY id"#).map { $0[0].string }
     }
     #expect(sent == [#"W/"v0", W/"v1""#, "*", "*", "*"])
+    // A create in a set that carries ETags answers with a minted one.
+    let created = write(service, "POST", "/odata/s/Products", #"{"Name":"Kombu","Price":6}"#)
+    #expect(created.status == 201)
+    #expect(created.headers["ETag"]?.hasPrefix(#"W/"mg-"#) == true)
+    #expect(text(created).contains(#""@odata.etag":"W/\"mg-"#))
     // An entity the mirror has no ETag for: If-Match cannot be checked, and no ETag is minted.
     let plain = patch(2, #"W/"whatever""#)
     #expect(plain.status == 204)
