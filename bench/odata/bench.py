@@ -127,8 +127,11 @@ odata:
             raise SystemExit("the mirror was not loaded: " + (work / "stderr.log").read_text()[-2000:])
         print(f"bootstrap of {args.rows} rows loaded in {time.time() - t0:.1f} s (start included)")
         db = sqlite3.connect(f"file:{data_dir / 'odata-bench.sqlite'}?mode=ro", uri=True)
-        print(f"| query | gateway p50 ms | gateway p99 ms | SQLite p50 ms | SQLite p99 ms | p50 ratio | rows |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| query | gateway p50 ms | gateway p99 ms | SQLite p50 ms | SQLite p99 ms | p50 ratio"
+            " | p50 ratio to SQLite + floor | rows |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         verdict = []
         floor = []
         for i in range(args.requests + 20):
@@ -137,7 +140,7 @@ odata:
             conn.getresponse().read()
             if i >= 20:
                 floor.append((time.perf_counter() - a) * 1000)
-        print(f"| HTTP floor (GET /_mirrorgate/health, no SQL) | {pct(floor, 50):.3f} | {pct(floor, 99):.3f} | | | | |")
+        print(f"| HTTP floor (GET /_mirrorgate/health, no SQL) | {pct(floor, 50):.3f} | {pct(floor, 99):.3f} | | | | | |")
         hop = []
         for i in range(args.requests + 20):
             a = time.perf_counter()
@@ -145,7 +148,7 @@ odata:
             conn.getresponse().read()
             if i >= 20:
                 hop.append((time.perf_counter() - a) * 1000)
-        print(f"| local $metadata (worker-pool hop, no SQL) | {pct(hop, 50):.3f} | {pct(hop, 99):.3f} | | | | |")
+        print(f"| local $metadata (worker-pool hop, no SQL) | {pct(hop, 50):.3f} | {pct(hop, 99):.3f} | | | | | |")
         for name, odata, where, binds, order, limit in QUERIES:
             path = "/odata/bench/Items(77777)" if odata is None else "/odata/bench/Items?" + quote(odata, safe="$&=',:")
             sql = f'SELECT "t0".* FROM "Items" AS "t0" WHERE 1 AND ({where}) ORDER BY {order} LIMIT ? OFFSET 0'
@@ -168,11 +171,20 @@ odata:
             if odata is not None:
                 assert len(json.loads(body)["value"]) == n_rows, (name, n_rows)
             g50, g99, s50, s99 = pct(gw, 50), pct(gw, 99), pct(raw, 50), pct(raw, 99)
-            verdict.append((name, g50 / s50, g99))
-            print(f"| {name} | {g50:.3f} | {g99:.3f} | {s50:.3f} | {s99:.3f} | {g50 / s50:.2f} | {n_rows} |")
+            # Beside the target's ratio, the one bench/queue uses: raw SQLite plus the loopback HTTP floor that
+            # no gateway answer can go below.
+            floored = g50 / (s50 + pct(floor, 50))
+            verdict.append((name, g50 / s50, g99, floored))
+            print(
+                f"| {name} | {g50:.3f} | {g99:.3f} | {s50:.3f} | {s99:.3f} | {g50 / s50:.2f} | {floored:.2f} | {n_rows} |"
+            )
         worst_ratio = max(v[1] for v in verdict)
         worst_p99 = max(v[2] for v in verdict)
-        print(f"worst p50 ratio {worst_ratio:.2f} (target ≤ 2), worst gateway p99 {worst_p99:.3f} ms (target ≤ 5)")
+        worst_floored = max(v[3] for v in verdict)
+        print(
+            f"worst p50 ratio {worst_ratio:.2f} (target ≤ 2), worst gateway p99 {worst_p99:.3f} ms (target ≤ 5),"
+            f" worst p50 ratio to SQLite + HTTP floor {worst_floored:.2f}"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
