@@ -1,8 +1,8 @@
-"""The offline write scenario of issue 6 with unmodified V4 clients (odatapy's client and python-odata) against
-odatapy's Northwind: with the upstream stopped, create a parent and a child bound to it, update and delete
-other entities, run a batch changeset; read them back locally ($filter, $expand, $count); kill -9 the gateway
-and restart it; start the upstream; the queue drains in order and the upstream holds exactly the expected
-state, server keys replacing local ones.
+"""The offline write scenario of issue 6 with unmodified clients: odatapy's client and python-odata against
+odatapy's Northwind (V4), pyodata against mock-sap (V2, number-range keys, CSRF). With the upstream stopped:
+create a parent and a child bound to it, update and delete other entities, run a batch changeset; read them
+back locally ($filter, $expand, $count); kill -9 the gateway and restart it; start the upstream; the queue
+drains in order and the upstream holds exactly the expected state, server keys replacing local ones.
 """
 
 from __future__ import annotations
@@ -178,3 +178,114 @@ def test_python_odata_offline_parent_child_update_delete(gateway_factory, odata_
         assert float(after[2]["UnitPrice"]) == 42 and 6 not in after
     finally:
         up2.stop()
+
+
+def test_pyodata_v2_offline_parent_child_update_delete_changeset(gateway_factory, tmp_path):
+    """The same scenario against mock-sap (V2, number-range keys, CSRF) with pyodata; the child is created
+    through the parent's navigation (pyodata has no call for that: raw request)."""
+    import pyodata
+    from harness import free_port
+    from test_odata_offline import SAP_ROOT
+    from test_odata_writes import _mock_sap_on
+
+    port = free_port()
+    sap = _mock_sap_on(port)
+    root = f"http://127.0.0.1:{port}{SAP_ROOT}"
+    config = {
+        "dataDir": str(tmp_path / "data"),
+        "odata": {
+            "services": {
+                "gw": {
+                    "mount": "/odata/gw/",
+                    "upstream": root,
+                    "timeout": "3s",
+                    "definingRequests": [
+                        {"name": "orders", "query": "SalesOrderSet"},
+                        {"name": "items", "query": "SalesOrderLineItemSet"},
+                    ],
+                }
+            }
+        },
+    }
+    try:
+        gw = gateway_factory(config)
+        wait_downloaded(gw, "gw")
+        ids = [o["SalesOrderID"] for o in requests.get(root + "SalesOrderSet?$orderby=SalesOrderID", headers=ACCEPT).json()["d"]["results"]]
+        count_before = len(ids)
+        sap.kill()
+        sap.wait(timeout=5)
+
+        def client_for(g):
+            s = requests.Session()
+            url = g.url("/odata/gw/")
+            s.headers["X-CSRF-Token"] = s.get(url, headers={"X-CSRF-Token": "Fetch", **ACCEPT}, timeout=10).headers["X-CSRF-Token"]
+            return pyodata.Client(url, s), s, url
+
+        client, s, url = client_for(gw)
+        SO = client.entity_sets.SalesOrderSet
+        parent = SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="v2 scenario parent").execute()
+        local_id = parent.SalesOrderID
+        assert local_id.startswith("local-")
+        r = s.post(
+            url + f"SalesOrderSet('{local_id}')/ToLineItems",
+            json={"ItemPosition": "0000000010", "ProductID": "HT-1000", "Quantity": "3", "QuantityUnit": "EA"},
+            headers=ACCEPT,
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        SO.update_entity(ids[0], method="MERGE").set(Note="v2 scenario merged").execute()
+        SO.delete_entity(ids[1]).execute()
+        batch = client.create_batch()
+        changeset = client.create_changeset()
+        changeset.add_request(SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="v2 scenario batch"))
+        changeset.add_request(SO.update_entity(ids[2], method="MERGE").set(Note="v2 scenario batch merge"))
+        batch.add_request(changeset)
+        assert batch.execute()[0][0].SalesOrderID.startswith("local-")
+
+        def read_back(c, sess, u):
+            so = c.entity_sets.SalesOrderSet
+            assert [e.SalesOrderID for e in so.get_entities().filter("Note eq 'v2 scenario parent'").execute()] == [local_id]
+            r = sess.get(u + f"SalesOrderSet('{local_id}')?$expand=ToLineItems", headers=ACCEPT, timeout=10)
+            assert [i["ProductID"] for i in r.json()["d"]["ToLineItems"]["results"]] == ["HT-1000"], r.text
+            assert so.get_entities().count().execute() == count_before + 1  # two created, one deleted
+            assert so.get_entity(ids[0]).execute().Note == "v2 scenario merged"
+            assert so.get_entity(ids[2]).execute().Note == "v2 scenario batch merge"
+            assert sess.get(u + f"SalesOrderSet('{ids[1]}')", headers=ACCEPT, timeout=10).status_code == 404
+
+        read_back(client, s, url)
+        gw2 = kill_and_restart(gw, gateway_factory, config, "gw2")
+        read_back(*client_for(gw2))
+
+        sap = _mock_sap_on(port)  # fresh data, same port
+        st, _, body = request(
+            "POST", gw2.url("/_mirrorgate/odata/services/gw/upload?wait=true"), headers=gw2.admin_headers(), timeout=60
+        )
+        assert st in (200, 409), body
+        deadline = time.time() + 30
+        svc = {}
+        while time.time() < deadline:
+            st, _, body = request("GET", gw2.url("/_mirrorgate/status"), headers=gw2.admin_headers())
+            svc = json.loads(body)["odata"]["services"]["gw"]
+            if svc["pendingRequests"] == 0:
+                break
+            time.sleep(0.1)
+        assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0 and svc["inDoubt"] == 0, svc
+
+        def upstream(q):
+            return requests.get(root + q, headers=ACCEPT, timeout=10).json()["d"]
+
+        made = upstream("SalesOrderSet?$filter=Note eq 'v2 scenario parent'")["results"]
+        assert len(made) == 1 and not made[0]["SalesOrderID"].startswith("local-")
+        items = upstream(f"SalesOrderSet('{made[0]['SalesOrderID']}')/ToLineItems")["results"]
+        assert [(i["ProductID"], float(i["Quantity"])) for i in items] == [("HT-1000", 3.0)], items
+        assert len(upstream("SalesOrderSet?$filter=Note eq 'v2 scenario batch'")["results"]) == 1
+        assert upstream(f"SalesOrderSet('{ids[0]}')")["Note"] == "v2 scenario merged"
+        assert upstream(f"SalesOrderSet('{ids[2]}')")["Note"] == "v2 scenario batch merge"
+        assert requests.get(root + f"SalesOrderSet('{ids[1]}')", headers=ACCEPT, timeout=10).status_code == 404
+        # The parent's local URL still answers, with the server's key.
+        r = requests.get(gw2.url(f"/odata/gw/SalesOrderSet('{local_id}')"), headers=ACCEPT, timeout=10)
+        assert r.status_code == 200 and r.json()["d"]["SalesOrderID"] == made[0]["SalesOrderID"], r.text
+    finally:
+        if sap.poll() is None:
+            sap.kill()
+        sap.wait(timeout=5)
