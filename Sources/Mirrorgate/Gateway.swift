@@ -38,7 +38,7 @@ public final class Gateway: Sendable {
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
-        let loop = CurlLoop()
+        let loop = CurlLoop(threads: 2)
         var algolia: AlgoliaForwarder?
         let hosts = configuration.algolia.effectiveHosts
         if !hosts.isEmpty {

@@ -21,13 +21,38 @@ extension TransferSink {
     public var isCancelled: Bool { false }
 }
 
+/// Runs upstream transfers on a few event-loop threads (``CurlLoopThread``), each with its own libcurl
+/// multi handle and connection cache; transfers are spread over them in turn, so that relaying is not
+/// limited to one core. `submit` is safe from any thread; sinks are called on the thread that runs the
+/// transfer.
+public final class CurlLoop: Sendable {
+    private let threads: [CurlLoopThread]
+    private let next = Atomic<Int>(0)
+
+    /// Starts `threads` loop threads (at least one).
+    public init(name: String = "mg-curl", threads: Int = 2) {
+        self.threads = (0..<max(1, threads)).map { CurlLoopThread(name: "\(name)-\($0)") }
+    }
+
+    /// Starts `request` on the next loop thread; `sink` gets its events on that thread.
+    public func submit(_ request: UpstreamRequest, _ sink: any TransferSink) {
+        let i = next.add(1, ordering: .relaxed).oldValue
+        threads[Int(UInt(bitPattern: i) % UInt(threads.count))].submit(request, sink)
+    }
+
+    /// Ends every loop thread: transfers still running finish with `.cancelled`. Waits for the threads.
+    public func stop() {
+        for t in threads { t.stop() }
+    }
+}
+
 /// Runs many upstream transfers on one thread with libcurl's multi interface: no thread per request,
 /// no thread switch per request under load (events are handled in batches), connections kept alive in
 /// the multi handle's pool. The thread waits in its own epoll set, which libcurl keeps up to date through
 /// `CURLMOPT_SOCKETFUNCTION`, and drives only the sockets that are ready (`curl_multi_socket_action`), so
 /// the cost of a wake-up does not grow with the number of transfers in flight. `submit` is safe from any
 /// thread; sinks are called on the loop thread.
-public final class CurlLoop: @unchecked Sendable {
+final class CurlLoopThread: @unchecked Sendable {
     private struct Job: @unchecked Sendable {
         let request: UpstreamRequest
         let sink: any TransferSink
@@ -51,7 +76,7 @@ public final class CurlLoop: @unchecked Sendable {
     private var nextSweep: UInt64 = 0
 
     /// Starts the loop thread.
-    public init(name: String = "mg-curl") {
+    init(name: String) {
         UpstreamClient.globalInit()
         multi = curl_multi_init()
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -62,9 +87,9 @@ public final class CurlLoop: @unchecked Sendable {
         // and reopened under load).
         mg_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 512)
         let me = Unmanaged.passUnretained(self).toOpaque()
-        mg_curl_multi_setopt_socket_callback(multi, CurlLoop.socketCallback)
+        mg_curl_multi_setopt_socket_callback(multi, CurlLoopThread.socketCallback)
         mg_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
-        mg_curl_multi_setopt_timer_callback(multi, CurlLoop.timerCallback)
+        mg_curl_multi_setopt_timer_callback(multi, CurlLoopThread.timerCallback)
         mg_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         let thread = Thread { [self] in self.run() }
         thread.name = name
@@ -72,7 +97,7 @@ public final class CurlLoop: @unchecked Sendable {
     }
 
     /// Starts `request`; `sink` gets its events on the loop thread.
-    public func submit(_ request: UpstreamRequest, _ sink: any TransferSink) {
+    func submit(_ request: UpstreamRequest, _ sink: any TransferSink) {
         if stopped.load(ordering: .relaxed) {
             sink.finished(
                 UpstreamError(kind: .cancelled, curlCode: 0, message: "gateway is stopping", connected: false)
@@ -84,7 +109,7 @@ public final class CurlLoop: @unchecked Sendable {
     }
 
     /// Ends the loop: transfers still running finish with `.cancelled`. Waits for the thread.
-    public func stop() {
+    func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         mg_eventfd_signal(wakeFD)
         _ = exited.wait(timeout: .now() + 5)
@@ -92,7 +117,7 @@ public final class CurlLoop: @unchecked Sendable {
 
     /// libcurl says which events it wants on a socket: mirror that in the epoll set.
     private static let socketCallback: mg_curl_socket_callback = { _, fd, what, userp, _ in
-        let loop = Unmanaged<CurlLoop>.fromOpaque(userp!).takeUnretainedValue()
+        let loop = Unmanaged<CurlLoopThread>.fromOpaque(userp!).takeUnretainedValue()
         if what == CURL_POLL_REMOVE {
             if loop.watched.remove(fd) != nil { mg_epoll_set(loop.epfd, EPOLL_CTL_DEL, fd, 0) }
         } else if loop.watched.contains(fd) {
@@ -106,7 +131,7 @@ public final class CurlLoop: @unchecked Sendable {
 
     /// libcurl's single timer: -1 removes it, otherwise it fires after `ms`.
     private static let timerCallback: mg_curl_timer_callback = { _, ms, userp in
-        let loop = Unmanaged<CurlLoop>.fromOpaque(userp!).takeUnretainedValue()
+        let loop = Unmanaged<CurlLoopThread>.fromOpaque(userp!).takeUnretainedValue()
         loop.timerDeadline = ms < 0 ? nil : DispatchTime.now().uptimeNanoseconds + UInt64(ms) * 1_000_000
         return 0
     }
