@@ -339,15 +339,8 @@ extension ODataService {
                 return
             }
         }
-        var parts: [String] = []
-        var values: [SQLValue] = []
-        for kv in key.values {
-            let t = m.model.property(named: kv.name, in: layout.entityType)?.type
-            parts.append("\(q(kv.name)) = ?")
-            values.append(writeValue(m.mapping.binding(for: kv.value, type: t)))
-        }
         let table = q(layout.set.name)
-        let whereSQL = parts.joined(separator: " AND ")
+        let (whereSQL, values) = m.keyPredicate(key, in: layout)
         do {
             try mirror.pool.write { db in
                 try db.transaction(.immediate) {

@@ -374,7 +374,8 @@ extension ODataService {
                     var headers = HTTPHeaders()
                     for (k, v) in part.headers { headers.set(k, v) }
                     // The batch's own credentials and tag stand for its parts unless a part has its own.
-                    for name in ["Authorization", "Cookie", "OfflineOData.CustomTag"] where headers[name] == nil {
+                    for name in ["Authorization", "Cookie", "OfflineOData.CustomTag"]
+                    where headers[name] == nil {
                         if let value = request.headers[name] { headers.set(name, value) }
                     }
                     var method = part.method

@@ -133,12 +133,7 @@ extension ODataService {
         let map = ODataURLMap(gatewayRoot: request.gatewayRoot, upstreamRoot: s.upstream)
         var attempt = request
         var csrfRetried = false
-        let mayResend: Bool
-        switch settings.upstreamSupportsRepeatability {
-        case .yes: mayResend = settings.enableRepeatableRequests
-        case .no: mayResend = false
-        case .auto: mayResend = settings.enableRepeatableRequests && repeatabilityLearned()
-        }
+        let mayResend = mayResendInDoubt()
         let idempotent = request.method == "PUT" || request.method == "DELETE"
         if request.sentAt != nil, !idempotent, !mayResend {
             // Sent before (the gateway stopped, or the connection broke) with an unknown outcome: re-sending
@@ -195,15 +190,11 @@ extension ODataService {
                 return .stop
             }
             forwarder.reachability.reportSuccess()
-            if let result = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult"),
-                result.lowercased() != "unsupported"
-            {
-                learnRepeatability()
-            }
+            noteRepeatabilityResult(response)
             let status = response.status
             if status == 403, !csrfRetried, response.header("x-csrf-token")?.lowercased() == "required" {
                 csrfRetried = true
-                csrf.forget(carrier)
+                csrf.forget(uploadCarrier(method: request.method, url: request.url, writer: request))
                 continue
             }
             if (200..<300).contains(status) || (resent && request.method == "DELETE" && status == 404) {
@@ -228,6 +219,29 @@ extension ODataService {
                 body: String(decoding: response.body.prefix(4096), as: UTF8.self))
             return .failed
         }
+    }
+
+    /// Whether a request sent before with an unknown outcome may be sent again: the upstream honours
+    /// repeatability (configured so, or with `auto` learned from its answers, see ``repeatabilityLearned()``).
+    func mayResendInDoubt() -> Bool {
+        switch settings.upstreamSupportsRepeatability {
+        case .yes: return settings.enableRepeatableRequests
+        case .no: return false
+        case .auto: return settings.enableRepeatableRequests && repeatabilityLearned()
+        }
+    }
+
+    /// `auto`: an answer with a repeatability result other than SAP's `unsupported` teaches (durably) that
+    /// the upstream supports repeatability.
+    func noteRepeatabilityResult(_ response: UpstreamResponse) {
+        let result = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult")
+        if Self.showsRepeatabilitySupport(result) { learnRepeatability() }
+    }
+
+    /// Whether a repeatability result header's value shows support (SAP's `unsupported` does not).
+    static func showsRepeatabilitySupport(_ result: String?) -> Bool {
+        guard let result else { return false }
+        return result.lowercased() != "unsupported"
     }
 
     /// `auto`: whether this upstream answered with a repeatability result (other than SAP's `unsupported`),
@@ -267,15 +281,14 @@ extension ODataService {
     /// The headers every upload of `writer`'s request carries besides its own: the writer's `Authorization`
     /// and `Cookie` with `uploadCredentials: client`, the upstream's CSRF token and session cookies (the
     /// gateway's own handshake), `customHeaders` and `customCookies`.
-    func uploadHeaders(method: String, url: String, writer: QueuedRequest) -> [(name: String, value: String)] {
+    func uploadHeaders(method: String, url: String, writer: QueuedRequest) -> [(name: String, value: String)]
+    {
         let s = forwarder.settings
-        var carrier = HTTPRequest(method: method, target: s.mount + url)
-        if settings.uploadCredentials == .client {
-            if let auth = writer.authorization { carrier.headers.set("Authorization", auth) }
-            if let cookie = queue.clientCookie(writer.requestID) { carrier.headers.set("Cookie", cookie) }
+        let prepared = csrf.prepare(
+            uploadCarrier(method: method, url: url, writer: writer), settings: s, client: client)
+        var headers: [(name: String, value: String)] = prepared.headers.map {
+            (name: $0.name, value: $0.value)
         }
-        let prepared = csrf.prepare(carrier, settings: s, client: client)
-        var headers: [(name: String, value: String)] = prepared.headers.map { (name: $0.name, value: $0.value) }
         headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
         if !s.customCookies.isEmpty, prepared.headers["Cookie"] == nil {
             headers.append(("Cookie", s.customCookies.map { "\($0.0)=\($0.1)" }.joined(separator: "; ")))
@@ -283,21 +296,19 @@ extension ODataService {
         return headers
     }
 
-    func archive(_ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    try queue.archive(
-                        request, status: status, code: code, message: message, body: body, in: db)
-                    try recordAffectedEntity(request, in: db)
-                }
-            }
-            queue.didLeave(request)
-        } catch {
-            logger.error(
-                "odata upload: cannot archive a request",
-                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
+    /// The request whose credentials an upload of `writer`'s request uses (the CSRF session's key): the
+    /// writer's `Authorization` and `Cookie` with `uploadCredentials: client`, else none.
+    func uploadCarrier(method: String, url: String, writer: QueuedRequest) -> HTTPRequest {
+        var carrier = HTTPRequest(method: method, target: forwarder.settings.mount + url)
+        if settings.uploadCredentials == .client {
+            if let auth = writer.authorization { carrier.headers.set("Authorization", auth) }
+            if let cookie = queue.clientCookie(writer.requestID) { carrier.headers.set("Cookie", cookie) }
         }
+        return carrier
+    }
+
+    func archive(_ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?) {
+        archiveRows([request], status: status, code: code, message: message, body: body, what: "a request")
         logger.warning(
             "odata upload: request moved to the ErrorArchive",
             metadata: [
@@ -309,16 +320,36 @@ extension ODataService {
     /// After a 2xx: removes the request; for a create with a local key, the server's key replaces it in
     /// the mirror and in later queued requests.
     func finish(_ request: QueuedRequest, body: [UInt8], location: String?) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    try recordUploaded(request, body: body, location: location, in: db)
-                }
+        finishRows([request], what: "an uploaded request") { db in
+            try recordUploaded(request, body: body, location: location, in: db)
+        }
+    }
+
+    /// Moves `rows` (one request, or the requests of a changeset) to the ErrorArchive in one transaction,
+    /// each with the entity it affects; logs (naming `what`) when that fails.
+    func archiveRows(
+        _ rows: [QueuedRequest], status: Int, code: String?, message: String?, body: String?, what: String
+    ) {
+        finishRows(rows, what: what, verb: "archive") { db in
+            for r in rows {
+                try queue.archive(r, status: status, code: code, message: message, body: body, in: db)
+                try recordAffectedEntity(r, in: db)
             }
-            queue.didLeave(request)
+        }
+    }
+
+    /// Runs `record` (which takes `rows` out of the queue) in one immediate transaction, then updates the
+    /// pending counts; logs `cannot <verb> <what>` when that fails (the rows then stay queued).
+    func finishRows(
+        _ rows: [QueuedRequest], what: String, verb: String = "record",
+        _ record: (Database) throws -> Void
+    ) {
+        do {
+            try mirror.pool.write { db in try db.transaction(.immediate) { try record(db) } }
+            for r in rows { queue.didLeave(r) }
         } catch {
             logger.error(
-                "odata upload: cannot record an uploaded request",
+                "odata upload: cannot \(verb) \(what)",
                 metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
         }
     }
