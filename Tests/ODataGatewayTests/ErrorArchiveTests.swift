@@ -30,28 +30,14 @@ private let metadata = """
 
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
 private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = false) throws -> ODataService {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odarchive-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data(metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
-    try Data(#"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#.utf8)
-        .write(to: URL(fileURLWithPath: dir + "/products.json"))
-    UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(
-            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: .seconds(1)),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
-    var settings = ODataMirrorSettings(
-        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-        bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
-        databasePath: dir + "/mirror.sqlite")
-    settings.uploadIfMatch = ifMatch
-    settings.enableIndividualErrorArchiveDeletion = individual
-    let service = try ODataService(
-        forwarder: forwarder, settings: settings, client: UpstreamClient(),
-        pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
-    return service
+    try makeBootstrappedService(
+        "odarchive", metadata: metadata,
+        data: ["Products": #"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#],
+        timeout: .seconds(1)
+    ) { settings in
+        settings.uploadIfMatch = ifMatch
+        settings.enableIndividualErrorArchiveDeletion = individual
+    }.0
 }
 
 private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "") {
