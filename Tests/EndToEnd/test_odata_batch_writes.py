@@ -17,17 +17,22 @@ so its changeset test has none).
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import time
 
 import requests
 from harness import request
+from odata_helpers import (
+    ACCEPT,
+    JSON_HEADERS,
+    kill_9,
+    request_upload,
+    sap_orders_config,
+    status_of,
+    upstream_products,
+)
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-from test_odata_writes import JSON_HEADERS, _mock_sap_on, status_of, upstream_products
-
-ACCEPT = {"Accept": "application/json"}
+from test_odata_writes import _mock_sap_on
 
 
 def multipart_statuses(text: str) -> list[int]:
@@ -77,9 +82,7 @@ def post_batch(gw, body: str) -> requests.Response:
 
 
 def upload(gw, name: str = "nw") -> None:
-    st, _, body = request(
-        "POST", gw.url(f"/_mirrorgate/odata/services/{name}/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, name, timeout=30)
     if st == 200:
         result = json.loads(body)
         assert result["failed"] == 0 and result["inDoubt"] == 0, result
@@ -161,9 +164,7 @@ def test_v4_multipart_changeset_offline_survives_kill_and_is_uploaded_as_one_cha
         assert r.json()["@odata.count"] == 1
 
     read_back(gw)
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
+    kill_9(gw)
     gw2 = gateway_factory(config, name="gw2")
     assert queue_rows(gw2) == 6
     read_back(gw2)
@@ -352,21 +353,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
     sap = _mock_sap_on(port)
     root = f"http://127.0.0.1:{port}{SAP_ROOT}"
     try:
-        gw = gateway_factory(
-            {
-                "dataDir": str(tmp_path / "data"),
-                "odata": {
-                    "services": {
-                        "gw": {
-                            "mount": "/odata/gw/",
-                            "upstream": root,
-                            "timeout": "3s",
-                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
-                        }
-                    }
-                },
-            }
-        )
+        gw = gateway_factory(sap_orders_config(root, tmp_path))
         wait_downloaded(gw, "gw")
         ids = [
             o["SalesOrderID"]
@@ -452,9 +439,7 @@ def test_a_changeset_the_upstream_rejects_goes_to_the_error_archive_whole(gatewa
     good = {"ProductName": "Good alone", "Discontinued": False}
     assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
     assert status_of(gw)["pendingRequests"] == 4
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, timeout=30)
     assert st == 200, body
     result = json.loads(body)
     assert (result["uploaded"], result["failed"], result["remaining"]) == (1, 3, 0), result
@@ -481,9 +466,7 @@ def test_a_changeset_whose_response_is_lost_is_held_in_doubt(gateway_factory, od
         proxy.drop_posts = 1
         r = post_batch(gw, multipart_batch([changeset]))
         assert r.status_code == 200 and multipart_statuses(r.text) == [201, 204], r.text
-        st, _, out = request(
-            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-        )
+        st, _, out = request_upload(gw, timeout=30)
         assert st in (200, 409), out
         deadline = time.time() + 20
         while time.time() < deadline and not (status_of(gw)["pendingRequests"] == 0 and proxy.dropped == 1):

@@ -7,23 +7,11 @@ state, server keys replacing local ones.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import time
 
 import requests
-from harness import request
+from odata_helpers import ACCEPT, kill_and_restart, request_upload, status_of, upstream_products
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-from test_odata_writes import upstream_products
-
-ACCEPT = {"Accept": "application/json"}
-
-
-def status_of(gw) -> dict:
-    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-    assert st == 200, body
-    return json.loads(body)["odata"]["services"]["nw"]
 
 
 def upstream_get(up, path: str) -> dict:
@@ -32,17 +20,8 @@ def upstream_get(up, path: str) -> dict:
     return r.json()
 
 
-def kill_and_restart(gw, gateway_factory, config, name):
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
-    return gateway_factory(config, name=name)
-
-
 def upload_all(gw) -> None:
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=60
-    )
+    st, _, body = request_upload(gw, timeout=60)
     assert st in (200, 409), body  # 409: the reachability tracker already started one
     deadline = time.time() + 30
     while time.time() < deadline and status_of(gw)["pendingRequests"] != 0:

@@ -1,0 +1,73 @@
+"""Helpers shared by the OData end-to-end tests (test_odata_*.py): the gateway's status per service, the
+upstream's products, asking for an upload, `kill -9` of a gateway, and the mock-sap service config."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import requests
+from harness import request
+
+JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
+ACCEPT = {"Accept": "application/json"}
+
+
+def status_of(gw, service: str = "nw") -> dict:
+    """The OData status of `service` from `/_mirrorgate/status`."""
+    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
+    assert st == 200, body
+    return json.loads(body)["odata"]["services"][service]
+
+
+def upstream_products(up) -> dict:
+    """The upstream's Products (every page), by ProductID."""
+    r = requests.get(up.root + "Products?$orderby=ProductID", headers=ACCEPT, timeout=10)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    items = list(doc["value"])
+    while doc.get("@odata.nextLink"):
+        doc = requests.get(doc["@odata.nextLink"], headers=ACCEPT, timeout=10).json()
+        items += doc["value"]
+    return {p["ProductID"]: p for p in items}
+
+
+def request_upload(gw, service: str = "nw", timeout: float = 10):
+    """`POST /_mirrorgate/odata/services/<service>/upload?wait=true`: (status, headers, body)."""
+    return request(
+        "POST",
+        gw.url(f"/_mirrorgate/odata/services/{service}/upload?wait=true"),
+        headers=gw.admin_headers(),
+        timeout=timeout,
+    )
+
+
+def kill_9(gw) -> None:
+    """`kill -9` of the gateway process (its exit is expected)."""
+    os.kill(gw.proc.pid, signal.SIGKILL)
+    gw.proc.wait(timeout=5)
+    gw.expect_exit = -9
+
+
+def kill_and_restart(gw, gateway_factory, config, name):
+    """`kill -9`, then a new gateway with `config` (the same dataDir)."""
+    kill_9(gw)
+    return gateway_factory(config, name=name)
+
+
+def sap_orders_config(root: str, tmp_path) -> dict:
+    """A gateway with one OData service `gw` (mount /odata/gw/) mirroring mock-sap's SalesOrderSet at `root`."""
+    return {
+        "dataDir": str(tmp_path / "data"),
+        "odata": {
+            "services": {
+                "gw": {
+                    "mount": "/odata/gw/",
+                    "upstream": root,
+                    "timeout": "3s",
+                    "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
+                }
+            }
+        },
+    }
