@@ -558,6 +558,15 @@ private func send(_ service: ODataService, _ method: String, _ target: String, _
     #expect(
         send(service, "PUT", "/odata/s/Orders(7)/Customer/$ref", #"{"@odata.id":"Customers('BONAP')"}"#)
             .status == 404)
+    // Regression: an entity of another type is refused (its row was given the foreign key) and not queued.
+    #expect(
+        send(
+            service, "POST", "/odata/s/Customers('ALFKI')/Orders/$ref", #"{"@odata.id":"Customers('BONAP')"}"#
+        )
+        .status == 400)
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(1)/Customer/$ref", #"{"@odata.id":"Orders(1)"}"#).status == 400)
+    #expect(!get(service, "/odata/s/Customers('BONAP')").1.contains("ALFKI"))
     #expect(service.queue.count == 6)
     let rows = try service.mirror.pool.read { db in
         try db.query(#"SELECT entitySet, url FROM "_mg_queue" ORDER BY id"#)
