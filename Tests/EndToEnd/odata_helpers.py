@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 
 import requests
 from harness import request
@@ -19,6 +20,18 @@ def status_of(gw, service: str = "nw") -> dict:
     st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
     assert st == 200, body
     return json.loads(body)["odata"]["services"][service]
+
+
+def wait_idle(gw, seconds: float = 10, service: str = "nw") -> None:
+    """localFirst: until the upstream is seen reachable and the upload the tracker starts on seeing it
+    (empty queue) is over."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        s = status_of(gw, service)
+        if s["reachable"] and not s["uploading"]:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
 
 
 def upstream_products(up) -> dict:

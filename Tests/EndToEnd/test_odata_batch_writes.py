@@ -30,6 +30,7 @@ from odata_helpers import (
     sap_orders_config,
     status_of,
     upstream_products,
+    wait_idle,
 )
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 from test_odata_writes import _mock_sap_on
@@ -413,14 +414,6 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         if sap.poll() is None:
             sap.kill()
         sap.wait(timeout=5)
-
-
-def wait_idle(gw) -> None:
-    """localFirst: wait until the upload the tracker starts on seeing the upstream (empty queue) is over."""
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)
 
 
 def test_a_changeset_the_upstream_rejects_goes_to_the_error_archive_whole(gateway_factory, odata_upstream):

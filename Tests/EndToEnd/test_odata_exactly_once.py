@@ -32,7 +32,7 @@ import time
 import pytest
 import requests
 from harness import request
-from odata_helpers import JSON_HEADERS, kill_9, request_upload, status_of
+from odata_helpers import JSON_HEADERS, kill_9, request_upload, status_of, wait_idle
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 from upstreams.faults import ResponseDropper
 from upstreams.repeatability_shim import RepeatabilityShim
@@ -50,17 +50,6 @@ def products(root: str) -> list[dict]:
         doc = requests.get(doc["@odata.nextLink"], headers=h, timeout=10).json()
         items += doc["value"]
     return items
-
-
-def wait_idle(gw, seconds: float = 10, service: str = "nw") -> None:
-    """Until the upstream is seen reachable and the upload started by that (empty queue) is over."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        s = status_of(gw, service)
-        if s["reachable"] and not s["uploading"]:
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)
 
 
 def upload_until_empty(gw, seconds: float = 30, service: str = "nw") -> list[dict]:

@@ -13,7 +13,15 @@ import time
 
 import requests
 from harness import request
-from odata_helpers import JSON_HEADERS, kill_9, request_upload, sap_orders_config, status_of, upstream_products
+from odata_helpers import (
+    JSON_HEADERS,
+    kill_9,
+    request_upload,
+    sap_orders_config,
+    status_of,
+    upstream_products,
+    wait_idle,
+)
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 
 
@@ -318,10 +326,7 @@ def test_changes_queued_before_a_restart_are_uploaded_at_start(gateway_factory, 
     config["odata"]["services"]["nw"]["enableRepeatableRequests"] = False
     gw = gateway_factory(config)
     wait_downloaded(gw, "nw")
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)  # the upload started by the tracker seeing the upstream (empty queue) is over
+    wait_idle(gw)
     r = requests.patch(gw.url(MOUNT + "Products(4)"), json={"ProductName": "Renamed"}, headers=JSON_HEADERS, timeout=10)
     assert r.status_code == 204 and r.headers["X-Mirrorgate-Origin"] == "local"
     kill_9(gw)
@@ -341,10 +346,7 @@ def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gate
     up = odata_upstream
     gw = gateway_factory(nw_config(up.root, routing="localFirst"))
     wait_downloaded(gw, "nw")
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)
+    wait_idle(gw)
     import socket
     import threading
 
