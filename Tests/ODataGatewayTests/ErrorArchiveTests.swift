@@ -140,6 +140,33 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     #expect(archiveGET(service, "/odata/s/EventLog(2)").0 == 404)
 }
 
+/// Regression: a revert removed only the requests of a queued changeset that changed an archived entity,
+/// and the rest of the changeset was uploaded on its own.
+@Test func revertingRemovesAChangesetWhole() throws {
+    let service = try makeService()
+    write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"A"}"#)
+    write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"Alone"}"#)
+    let batch = #"""
+        {"requests":[
+          {"id":"1","atomicityGroup":"g","method":"PATCH","url":"Products(1)",
+           "headers":{"content-type":"application/json"},"body":{"Name":"X"}},
+          {"id":"2","atomicityGroup":"g","method":"PATCH","url":"Products(2)",
+           "headers":{"content-type":"application/json"},"body":{"Name":"Y"}}]}
+        """#
+    let answer = service.batchWriteResponse(
+        HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "application/json"], body: Array(batch.utf8)))
+    #expect(answer.status == 200)
+    #expect(service.queue.count == 4)
+    let id = try reject(service)
+    let revert = try #require(try service.revertErrorArchive(id))
+    #expect(revert.held == 2)
+    #expect(service.queue.count == 1)
+    let left = try #require(try service.queue.first())
+    #expect(left.changeset == nil && left.url == "Products(1)")
+}
+
 @Test func revertingARejectedLocalCreateRemovesItFromTheMirror() throws {
     let service = try makeService()
     write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
