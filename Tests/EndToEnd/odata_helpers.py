@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import requests
 from harness import request
 
+SAP_ROOT = "/sap/opu/odata/IWBEP/GWSAMPLE_BASIC/"
 JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
 ACCEPT = {"Accept": "application/json"}
 
@@ -84,3 +88,20 @@ def sap_orders_config(root: str, tmp_path) -> dict:
             }
         },
     }
+
+
+def start_mock_sap(port: int, csrf: bool = True) -> subprocess.Popen:
+    """mock-sap (V2, in-memory data) on 127.0.0.1:`port`, once its $metadata answers (bounded wait)."""
+    exe = Path(sys.executable).with_name("mock-sap")
+    cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"]
+    if not csrf:
+        cmd.append("--no-csrf")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}{SAP_ROOT}$metadata", timeout=1).status_code == 200:
+                break
+        except requests.RequestException:
+            time.sleep(0.1)
+    return proc

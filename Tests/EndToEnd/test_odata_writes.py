@@ -18,6 +18,7 @@ from odata_helpers import (
     kill_9,
     request_upload,
     sap_orders_config,
+    start_mock_sap,
     status_of,
     upstream_products,
     wait_idle,
@@ -146,26 +147,7 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
 
 
 def _mock_sap_on(port: int):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from test_odata_offline import SAP_ROOT
-
-    exe = Path(sys.executable).with_name("mock-sap")
-    proc = subprocess.Popen(
-        [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}{SAP_ROOT}$metadata", timeout=1).status_code == 200:
-                break
-        except requests.RequestException:
-            time.sleep(0.1)
-    return proc
+    return start_mock_sap(port)
 
 
 def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path):
