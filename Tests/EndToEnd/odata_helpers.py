@@ -60,6 +60,24 @@ def request_upload(gw, service: str = "nw", timeout: float = 10):
     )
 
 
+def upload_and_wait(gw, service: str = "nw", timeout: float = 30, wait: float = 20) -> None:
+    """Asks for an upload (a 409: the reachability tracker already started one; a 200: nothing of it failed
+    or is in doubt) and waits until the queue is empty: nothing pending, nothing in the ErrorArchive."""
+    st, _, body = request_upload(gw, service, timeout=timeout)
+    if st == 200:
+        result = json.loads(body)
+        assert result["failed"] == 0 and result["inDoubt"] == 0, result
+    else:
+        assert st == 409, body
+    deadline = time.time() + wait
+    while True:
+        s = status_of(gw, service)
+        if time.time() >= deadline or (s["pendingRequests"] == 0 and not s["uploading"]):
+            break
+        time.sleep(0.1)
+    assert s["pendingRequests"] == 0 and s["errorArchive"] == 0, s
+
+
 def kill_9(gw) -> None:
     """`kill -9` of the gateway process (its exit is expected)."""
     os.kill(gw.proc.pid, signal.SIGKILL)

@@ -21,7 +21,6 @@ import re
 import time
 
 import requests
-from harness import request
 from odata_helpers import (
     ACCEPT,
     JSON_HEADERS,
@@ -29,6 +28,7 @@ from odata_helpers import (
     request_upload,
     sap_orders_config,
     status_of,
+    upload_and_wait,
     upstream_products,
     wait_idle,
 )
@@ -83,20 +83,7 @@ def post_batch(gw, body: str) -> requests.Response:
 
 
 def upload(gw, name: str = "nw") -> None:
-    st, _, body = request_upload(gw, name, timeout=30)
-    if st == 200:
-        result = json.loads(body)
-        assert result["failed"] == 0 and result["inDoubt"] == 0, result
-    else:
-        assert st == 409, body  # the reachability tracker already started one
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        svc = json.loads(body)["odata"]["services"][name]
-        if svc["pendingRequests"] == 0 and not svc["uploading"]:
-            break
-        time.sleep(0.1)
-    assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0, svc
+    upload_and_wait(gw, name)
 
 
 def upstream_orders_of(up, customer: str) -> list[dict]:
@@ -387,8 +374,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         assert requests.get(url + f"SalesOrderSet('{ids[1]}')", timeout=10).status_code == 404
 
         # One request of the changeset fails locally: the whole changeset is refused, nothing queued.
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        assert json.loads(body)["odata"]["services"]["gw"]["pendingRequests"] == 3
+        assert status_of(gw, "gw")["pendingRequests"] == 3
         batch = client.create_batch()
         changeset = client.create_changeset()
         changeset.add_request(SO.update_entity(ids[2], method="MERGE").set(Note="never"))
@@ -400,8 +386,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         except pyodata.exceptions.HttpError as e:
             assert "single response" in str(e)
         assert SO.get_entity(ids[2]).execute().Note != "never"
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        assert json.loads(body)["odata"]["services"]["gw"]["pendingRequests"] == 3
+        assert status_of(gw, "gw")["pendingRequests"] == 3
 
         sap = _mock_sap_on(port)  # fresh data, same port
         upload(gw, "gw")

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 from harness import free_port, request
-from odata_helpers import SAP_ROOT, start_mock_sap
+from odata_helpers import SAP_ROOT, start_mock_sap, status_of
 
 MOUNT = "/odata/nw/"
 
@@ -37,8 +37,7 @@ def wait_downloaded(gw, service: str, timeout: float = 20) -> dict:
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        last = json.loads(body)["odata"]["services"][service]
+        last = status_of(gw, service)
         if last.get("lastDownloadAt") and not last.get("downloading"):
             return last
         time.sleep(0.1)

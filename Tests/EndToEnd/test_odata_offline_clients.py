@@ -7,10 +7,9 @@ state, server keys replacing local ones.
 
 from __future__ import annotations
 
-import time
 
 import requests
-from odata_helpers import ACCEPT, kill_and_restart, request_upload, status_of, upstream_products
+from odata_helpers import ACCEPT, kill_and_restart, status_of, upload_and_wait, upstream_products
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 
 
@@ -21,13 +20,7 @@ def upstream_get(up, path: str) -> dict:
 
 
 def upload_all(gw) -> None:
-    st, _, body = request_upload(gw, timeout=60)
-    assert st in (200, 409), body  # 409: the reachability tracker already started one
-    deadline = time.time() + 30
-    while time.time() < deadline and status_of(gw)["pendingRequests"] != 0:
-        time.sleep(0.1)
-    s = status_of(gw)
-    assert s["pendingRequests"] == 0 and s["errorArchive"] == 0, s
+    upload_and_wait(gw, timeout=60, wait=30)
 
 
 def test_odatapy_client_offline_parent_child_update_delete_changeset(gateway_factory, odata_upstream, tmp_path):

@@ -20,6 +20,7 @@ from odata_helpers import (
     sap_orders_config,
     start_mock_sap,
     status_of,
+    upload_and_wait,
     upstream_products,
     wait_idle,
 )
@@ -188,19 +189,7 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
         assert requests.get(url + f"SalesOrderSet('{ids[1]}')", timeout=10).status_code == 404
 
         sap = _mock_sap_on(port)  # fresh data, same port
-        st, _, body = request_upload(gw, "gw", timeout=30)
-        if st == 200:
-            assert json.loads(body)["failed"] == 0, body
-        else:
-            assert st == 409, body
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-            svc = json.loads(body)["odata"]["services"]["gw"]
-            if svc["pendingRequests"] == 0:
-                break
-            time.sleep(0.1)
-        assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0, svc
+        upload_and_wait(gw, "gw")
 
         h = {"Accept": "application/json"}
         created = requests.get(root + "SalesOrderSet?$filter=Note eq 'offline v2'", headers=h).json()["d"]["results"]
