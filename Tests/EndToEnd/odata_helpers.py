@@ -78,6 +78,16 @@ def upload_and_wait(gw, service: str = "nw", timeout: float = 30, wait: float = 
     assert s["pendingRequests"] == 0 and s["errorArchive"] == 0, s
 
 
+def csrf_session(url: str) -> requests.Session:
+    """A session carrying the X-CSRF-Token fetched from `url` (as SAP clients do before writing)."""
+    s = requests.Session()
+    token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
+        "X-CSRF-Token"
+    ]
+    s.headers["X-CSRF-Token"] = token
+    return s
+
+
 def kill_9(gw) -> None:
     """`kill -9` of the gateway process (its exit is expected)."""
     os.kill(gw.proc.pid, signal.SIGKILL)

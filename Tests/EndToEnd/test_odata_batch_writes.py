@@ -24,6 +24,7 @@ import requests
 from odata_helpers import (
     ACCEPT,
     JSON_HEADERS,
+    csrf_session,
     kill_9,
     request_upload,
     sap_orders_config,
@@ -351,12 +352,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         sap.wait(timeout=5)
 
         url = gw.url("/odata/gw/")
-        s = requests.Session()
-        token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
-            "X-CSRF-Token"
-        ]
-        s.headers["X-CSRF-Token"] = token
-        client = pyodata.Client(url, s)
+        client = pyodata.Client(url, csrf_session(url))
         SO = client.entity_sets.SalesOrderSet
         batch = client.create_batch()
         changeset = client.create_changeset()

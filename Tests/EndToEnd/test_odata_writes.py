@@ -15,6 +15,7 @@ import requests
 from harness import request
 from odata_helpers import (
     JSON_HEADERS,
+    csrf_session,
     kill_9,
     request_upload,
     sap_orders_config,
@@ -171,12 +172,7 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
         sap.wait(timeout=5)
 
         url = gw.url("/odata/gw/")
-        s = requests.Session()
-        token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
-            "X-CSRF-Token"
-        ]
-        s.headers["X-CSRF-Token"] = token
-        client = pyodata.Client(url, s)
+        client = pyodata.Client(url, csrf_session(url))
         SO = client.entity_sets.SalesOrderSet
         so = SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="offline v2").execute()
         assert so.SalesOrderID.startswith("local-")
