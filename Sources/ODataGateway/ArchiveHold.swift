@@ -256,8 +256,10 @@ extension ODataService {
                         #"SELECT 1 FROM "_mg_ErrorArchive" WHERE RequestID = ?"#, [.text(requestID)]) != nil
                 else { return false }
                 let rows = try db.query(
-                    #"SELECT id, entitySet, method, url, body, localKey, heldBy FROM "_mg_queue" ORDER BY id"#
+                    #"SELECT id, entitySet, method, url, body, localKey, heldBy, changeset FROM "_mg_queue" ORDER BY id"#
                 )
+                var queued: [(request: QueuedRequest, entity: String?, goes: Bool, changeset: String?)] = []
+                var changesets = Set<String>()
                 for r in rows {
                     let request = QueuedRequest(
                         id: r[0].int64 ?? 0, entitySet: r[1].string ?? "", method: r[2].string ?? "",
@@ -267,10 +269,14 @@ extension ODataService {
                     let entity = affectedEntity(request)
                     let blocked = entity.map { canonical.contains(canonicalEntity($0)) } ?? false
                     let held = individual ? r[6].string == requestID : r[6].string != nil
-                    guard held || blocked else { continue }
-                    try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
-                    removed.append(request)
-                    if let entity { revert.entities.append(entity) }
+                    if held || blocked, let changeset = r[7].string { changesets.insert(changeset) }
+                    queued.append((request, entity, held || blocked, r[7].string))
+                }
+                // A changeset stays whole: when one of its requests goes, all of them go.
+                for q in queued where q.goes || q.changeset.map(changesets.contains) == true {
+                    try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(q.request.id)])
+                    removed.append(q.request)
+                    if let entity = q.entity { revert.entities.append(entity) }
                 }
                 if individual {
                     revert.archived = 1
@@ -339,15 +345,8 @@ extension ODataService {
                 return
             }
         }
-        var parts: [String] = []
-        var values: [SQLValue] = []
-        for kv in key.values {
-            let t = m.model.property(named: kv.name, in: layout.entityType)?.type
-            parts.append("\(q(kv.name)) = ?")
-            values.append(writeValue(m.mapping.binding(for: kv.value, type: t)))
-        }
         let table = q(layout.set.name)
-        let whereSQL = parts.joined(separator: " AND ")
+        let (whereSQL, values) = m.keyPredicate(key, in: layout)
         do {
             try mirror.pool.write { db in
                 try db.transaction(.immediate) {

@@ -21,13 +21,7 @@ extension ODataService {
         }
         let n = rows.count
         let s = forwarder.settings
-        let mayResend: Bool
-        switch settings.upstreamSupportsRepeatability {
-        case .yes: mayResend = settings.enableRepeatableRequests
-        case .no: mayResend = false
-        case .auto:
-            mayResend = settings.enableRepeatableRequests && uploadState.withLock { $0.repeatabilitySeen }
-        }
+        let mayResend = mayResendInDoubt()
         let idempotent = rows.allSatisfy { $0.method == "PUT" || $0.method == "DELETE" }
         if rows.contains(where: { $0.sentAt != nil }), !idempotent, !mayResend {
             archiveAll(
@@ -92,10 +86,7 @@ extension ODataService {
                 return (.stop, n)
             }
             forwarder.reachability.reportSuccess()
-            if response.header("Repeatability-Result") != nil || response.header("RepeatabilityResult") != nil
-            {
-                uploadState.withLock { $0.repeatabilitySeen = true }
-            }
+            noteRepeatabilityResult(response)
             var status = response.status
             var errorBody = response.body
             if status == 403, !csrfRetried, response.header("x-csrf-token")?.lowercased() == "required" {
@@ -192,21 +183,7 @@ extension ODataService {
     private func archiveAll(
         _ rows: [QueuedRequest], status: Int, code: String?, message: String?, body: String?
     ) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    for r in rows {
-                        try queue.archive(r, status: status, code: code, message: message, body: body, in: db)
-                        try recordAffectedEntity(r, in: db)
-                    }
-                }
-            }
-            for r in rows { queue.didLeave(r) }
-        } catch {
-            logger.error(
-                "odata upload: cannot archive a changeset",
-                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
-        }
+        archiveRows(rows, status: status, code: code, message: message, body: body, what: "a changeset")
         logger.warning(
             "odata upload: changeset moved to the ErrorArchive",
             metadata: [
@@ -217,27 +194,16 @@ extension ODataService {
 
     /// All requests of an uploaded changeset leave the queue in one transaction, each with its server key.
     private func finishAll(_ rows: [QueuedRequest], _ parts: [BatchChanges.PartResponse]) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    // Parts are matched by the Content-ID the upstream echoes, else by position.
-                    var byID: [String: BatchChanges.PartResponse] = [:]
-                    for p in parts { if let id = p.headers["content-id"] { byID[id] = p } }
-                    let matched = rows.enumerated().map { i, row in
-                        row.contentID.flatMap { byID[$0] } ?? parts[i]
-                    }
-                    for (row, part) in zip(rows, matched) {
-                        try recordUploaded(
-                            row, body: part.body,
-                            location: part.headers["location"] ?? part.headers["odata-entityid"], in: db)
-                    }
-                }
+        finishRows(rows, what: "an uploaded changeset") { db in
+            // Parts are matched by the Content-ID the upstream echoes, else by position.
+            var byID: [String: BatchChanges.PartResponse] = [:]
+            for p in parts { if let id = p.headers["content-id"] { byID[id] = p } }
+            let matched = rows.enumerated().map { i, row in row.contentID.flatMap { byID[$0] } ?? parts[i] }
+            for (row, part) in zip(rows, matched) {
+                try recordUploaded(
+                    row, body: part.body,
+                    location: part.headers["location"] ?? part.headers["odata-entityid"], in: db)
             }
-            for r in rows { queue.didLeave(r) }
-        } catch {
-            logger.error(
-                "odata upload: cannot record an uploaded changeset",
-                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
         }
     }
 

@@ -66,7 +66,14 @@ extension ODataService {
         }
         var target: (layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)])?
         if let link {
-            target = try linkedEntity(db, model: m, link: link)
+            let linked = try linkedEntity(db, model: m, link: link)
+            // Only an entity of the navigation's target type can be linked (else the foreign key would be
+            // written into an unrelated row of the mirror).
+            guard m.model.isType(linked.layout.entityType, derivedFrom: nav.target) else {
+                throw LocalReadError(
+                    400, "BadRequest", "'\(link)' is not an entity of the type '\(navName)' leads to")
+            }
+            target = linked
         } else if let targetKey,
             let targetSet = m.model.targetEntitySet(from: sourceLayout.set, navigationPath: navName),
             let layout = m.layouts[targetSet.name]

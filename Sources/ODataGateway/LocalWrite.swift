@@ -301,16 +301,10 @@ extension ODataService {
     func row(_ db: Database, model m: MirrorModel, layout: MirrorSetLayout, key: ODataKey) throws -> [(
         String, RawJSON
     )]? {
-        var parts: [String] = []
-        var values: [SQLValue] = []
-        for kv in key.values {
-            let t = m.model.property(named: kv.name, in: layout.entityType)?.type
-            parts.append("\(q(kv.name)) = ?")
-            values.append(writeValue(m.mapping.binding(for: kv.value, type: t)))
-        }
+        let (whereSQL, values) = m.keyPredicate(key, in: layout)
         guard
             let r = try db.query(
-                "SELECT \"_json\" FROM \(q(layout.set.name)) WHERE \(parts.joined(separator: " AND "))",
+                "SELECT \"_json\" FROM \(q(layout.set.name)) WHERE \(whereSQL)",
                 values
             ).first
         else { return nil }
@@ -442,14 +436,7 @@ extension ODataService {
         queued: inout QueuedRequest
     ) throws -> LocalWriteOutcome {
         let table = q(layout.set.name)
-        var parts: [String] = []
-        var whereValues: [SQLValue] = []
-        for kv in key.values {
-            let t = m.model.property(named: kv.name, in: layout.entityType)?.type
-            parts.append("\(q(kv.name)) = ?")
-            whereValues.append(writeValue(m.mapping.binding(for: kv.value, type: t)))
-        }
-        let whereSQL = parts.joined(separator: " AND ")
+        let (whereSQL, whereValues) = m.keyPredicate(key, in: layout)
         func row(_ properties: [(String, RawJSON)]) -> [SQLValue] {
             layout.columns.map {
                 ODataMirror.columnValue(ODataMirror.lookup(properties, $0.path), $0.type, m.version)

@@ -44,6 +44,20 @@ public struct MirrorModel: Sendable {
 
     /// The version of the service.
     public var version: ODataVersion { model.version }
+
+    /// `"A" = ? AND "B" = ?` selecting the row of `layout`'s table with `key`, and the key values bound as
+    /// the mirror stores them (typed by the entity type's properties). Names come from the parsed key,
+    /// which holds only the model's key properties; they are quoted.
+    func keyPredicate(_ key: ODataKey, in layout: MirrorSetLayout) -> (sql: String, values: [SQLValue]) {
+        var parts: [String] = []
+        var values: [SQLValue] = []
+        for kv in key.values {
+            let t = model.property(named: kv.name, in: layout.entityType)?.type
+            parts.append("\(q(kv.name)) = ?")
+            values.append(writeValue(mapping.binding(for: kv.value, type: t)))
+        }
+        return (parts.joined(separator: " AND "), values)
+    }
 }
 
 /// What serializing an entity of one type needs, computed once per model.

@@ -79,15 +79,9 @@ extension ODataService {
     }
 
     private func deleteMirrored(set: String, layout: MirrorSetLayout, key: ODataKey, model m: MirrorModel) {
-        var parts: [String] = []
-        var values: [SQLValue] = []
-        for kv in key.values {
-            let t = m.model.property(named: kv.name, in: layout.entityType)?.type
-            parts.append("\(q(kv.name)) = ?")
-            values.append(writeValue(m.mapping.binding(for: kv.value, type: t)))
-        }
+        let (whereSQL, values) = m.keyPredicate(key, in: layout)
         _ = try? mirror.pool.write { db in
-            try db.run("DELETE FROM \(q(set)) WHERE " + parts.joined(separator: " AND "), values)
+            try db.run("DELETE FROM \(q(set)) WHERE " + whereSQL, values)
         }
     }
 }

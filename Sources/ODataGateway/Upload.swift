@@ -133,12 +133,7 @@ extension ODataService {
         let map = ODataURLMap(gatewayRoot: request.gatewayRoot, upstreamRoot: s.upstream)
         var attempt = request
         var csrfRetried = false
-        let mayResend: Bool
-        switch settings.upstreamSupportsRepeatability {
-        case .yes: mayResend = settings.enableRepeatableRequests
-        case .no: mayResend = false
-        case .auto: mayResend = settings.enableRepeatableRequests && repeatabilityLearned()
-        }
+        let mayResend = mayResendInDoubt()
         let idempotent = request.method == "PUT" || request.method == "DELETE"
         if request.sentAt != nil, !idempotent, !mayResend {
             // Sent before (the gateway stopped, or the connection broke) with an unknown outcome: re-sending
@@ -196,11 +191,7 @@ extension ODataService {
                 return .stop
             }
             forwarder.reachability.reportSuccess()
-            if let result = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult"),
-                result.lowercased() != "unsupported"
-            {
-                learnRepeatability()
-            }
+            noteRepeatabilityResult(response)
             let status = response.status
             if status == 403, !csrfRetried, response.header("x-csrf-token")?.lowercased() == "required" {
                 csrfRetried = true
@@ -229,6 +220,29 @@ extension ODataService {
                 body: String(decoding: response.body.prefix(4096), as: UTF8.self))
             return .failed
         }
+    }
+
+    /// Whether a request sent before with an unknown outcome may be sent again: the upstream honours
+    /// repeatability (configured so, or with `auto` learned from its answers, see ``repeatabilityLearned()``).
+    func mayResendInDoubt() -> Bool {
+        switch settings.upstreamSupportsRepeatability {
+        case .yes: return settings.enableRepeatableRequests
+        case .no: return false
+        case .auto: return settings.enableRepeatableRequests && repeatabilityLearned()
+        }
+    }
+
+    /// `auto`: an answer with a repeatability result other than SAP's `unsupported` teaches (durably) that
+    /// the upstream supports repeatability.
+    func noteRepeatabilityResult(_ response: UpstreamResponse) {
+        let result = response.header("Repeatability-Result") ?? response.header("RepeatabilityResult")
+        if Self.showsRepeatabilitySupport(result) { learnRepeatability() }
+    }
+
+    /// Whether a repeatability result header's value shows support (SAP's `unsupported` does not).
+    static func showsRepeatabilitySupport(_ result: String?) -> Bool {
+        guard let result else { return false }
+        return result.lowercased() != "unsupported"
     }
 
     /// `auto`: whether this upstream answered with a repeatability result (other than SAP's `unsupported`),
@@ -292,20 +306,7 @@ extension ODataService {
     }
 
     func archive(_ request: QueuedRequest, status: Int, code: String?, message: String?, body: String?) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    try queue.archive(
-                        request, status: status, code: code, message: message, body: body, in: db)
-                    try recordAffectedEntity(request, in: db)
-                }
-            }
-            queue.didLeave(request)
-        } catch {
-            logger.error(
-                "odata upload: cannot archive a request",
-                metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
-        }
+        archiveRows([request], status: status, code: code, message: message, body: body, what: "a request")
         logger.warning(
             "odata upload: request moved to the ErrorArchive",
             metadata: [
@@ -317,16 +318,36 @@ extension ODataService {
     /// After a 2xx: removes the request; for a create with a local key, the server's key replaces it in
     /// the mirror and in later queued requests.
     func finish(_ request: QueuedRequest, body: [UInt8], location: String?) {
-        do {
-            try mirror.pool.write { db in
-                try db.transaction(.immediate) {
-                    try recordUploaded(request, body: body, location: location, in: db)
-                }
+        finishRows([request], what: "an uploaded request") { db in
+            try recordUploaded(request, body: body, location: location, in: db)
+        }
+    }
+
+    /// Moves `rows` (one request, or the requests of a changeset) to the ErrorArchive in one transaction,
+    /// each with the entity it affects; logs (naming `what`) when that fails.
+    func archiveRows(
+        _ rows: [QueuedRequest], status: Int, code: String?, message: String?, body: String?, what: String
+    ) {
+        finishRows(rows, what: what, verb: "archive") { db in
+            for r in rows {
+                try queue.archive(r, status: status, code: code, message: message, body: body, in: db)
+                try recordAffectedEntity(r, in: db)
             }
-            queue.didLeave(request)
+        }
+    }
+
+    /// Runs `record` (which takes `rows` out of the queue) in one immediate transaction, then updates the
+    /// pending counts; logs `cannot <verb> <what>` when that fails (the rows then stay queued).
+    func finishRows(
+        _ rows: [QueuedRequest], what: String, verb: String = "record",
+        _ record: (Database) throws -> Void
+    ) {
+        do {
+            try mirror.pool.write { db in try db.transaction(.immediate) { try record(db) } }
+            for r in rows { queue.didLeave(r) }
         } catch {
             logger.error(
-                "odata upload: cannot record an uploaded request",
+                "odata upload: cannot \(verb) \(what)",
                 metadata: ["service": "\(forwarder.settings.name)", "error": "\(error)"])
         }
     }

@@ -17,17 +17,24 @@ so its changeset test has none).
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import time
 
 import requests
-from harness import request
+from odata_helpers import (
+    ACCEPT,
+    JSON_HEADERS,
+    csrf_session,
+    kill_9,
+    request_upload,
+    sap_orders_config,
+    status_of,
+    upload_and_wait,
+    upstream_products,
+    wait_idle,
+)
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-from test_odata_writes import JSON_HEADERS, _mock_sap_on, status_of, upstream_products
-
-ACCEPT = {"Accept": "application/json"}
+from test_odata_writes import _mock_sap_on
 
 
 def multipart_statuses(text: str) -> list[int]:
@@ -77,22 +84,7 @@ def post_batch(gw, body: str) -> requests.Response:
 
 
 def upload(gw, name: str = "nw") -> None:
-    st, _, body = request(
-        "POST", gw.url(f"/_mirrorgate/odata/services/{name}/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
-    if st == 200:
-        result = json.loads(body)
-        assert result["failed"] == 0 and result["inDoubt"] == 0, result
-    else:
-        assert st == 409, body  # the reachability tracker already started one
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        svc = json.loads(body)["odata"]["services"][name]
-        if svc["pendingRequests"] == 0 and not svc["uploading"]:
-            break
-        time.sleep(0.1)
-    assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0, svc
+    upload_and_wait(gw, name)
 
 
 def upstream_orders_of(up, customer: str) -> list[dict]:
@@ -161,9 +153,7 @@ def test_v4_multipart_changeset_offline_survives_kill_and_is_uploaded_as_one_cha
         assert r.json()["@odata.count"] == 1
 
     read_back(gw)
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
+    kill_9(gw)
     gw2 = gateway_factory(config, name="gw2")
     assert queue_rows(gw2) == 6
     read_back(gw2)
@@ -352,21 +342,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
     sap = _mock_sap_on(port)
     root = f"http://127.0.0.1:{port}{SAP_ROOT}"
     try:
-        gw = gateway_factory(
-            {
-                "dataDir": str(tmp_path / "data"),
-                "odata": {
-                    "services": {
-                        "gw": {
-                            "mount": "/odata/gw/",
-                            "upstream": root,
-                            "timeout": "3s",
-                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
-                        }
-                    }
-                },
-            }
-        )
+        gw = gateway_factory(sap_orders_config(root, tmp_path))
         wait_downloaded(gw, "gw")
         ids = [
             o["SalesOrderID"]
@@ -376,12 +352,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         sap.wait(timeout=5)
 
         url = gw.url("/odata/gw/")
-        s = requests.Session()
-        token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
-            "X-CSRF-Token"
-        ]
-        s.headers["X-CSRF-Token"] = token
-        client = pyodata.Client(url, s)
+        client = pyodata.Client(url, csrf_session(url))
         SO = client.entity_sets.SalesOrderSet
         batch = client.create_batch()
         changeset = client.create_changeset()
@@ -399,8 +370,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         assert requests.get(url + f"SalesOrderSet('{ids[1]}')", timeout=10).status_code == 404
 
         # One request of the changeset fails locally: the whole changeset is refused, nothing queued.
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        assert json.loads(body)["odata"]["services"]["gw"]["pendingRequests"] == 3
+        assert status_of(gw, "gw")["pendingRequests"] == 3
         batch = client.create_batch()
         changeset = client.create_changeset()
         changeset.add_request(SO.update_entity(ids[2], method="MERGE").set(Note="never"))
@@ -412,8 +382,7 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         except pyodata.exceptions.HttpError as e:
             assert "single response" in str(e)
         assert SO.get_entity(ids[2]).execute().Note != "never"
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        assert json.loads(body)["odata"]["services"]["gw"]["pendingRequests"] == 3
+        assert status_of(gw, "gw")["pendingRequests"] == 3
 
         sap = _mock_sap_on(port)  # fresh data, same port
         upload(gw, "gw")
@@ -426,14 +395,6 @@ def test_pyodata_v2_changeset_offline_uploaded_atomically(gateway_factory, tmp_p
         if sap.poll() is None:
             sap.kill()
         sap.wait(timeout=5)
-
-
-def wait_idle(gw) -> None:
-    """localFirst: wait until the upload the tracker starts on seeing the upstream (empty queue) is over."""
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)
 
 
 def test_a_changeset_the_upstream_rejects_goes_to_the_error_archive_whole(gateway_factory, odata_upstream):
@@ -452,9 +413,7 @@ def test_a_changeset_the_upstream_rejects_goes_to_the_error_archive_whole(gatewa
     good = {"ProductName": "Good alone", "Discontinued": False}
     assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
     assert status_of(gw)["pendingRequests"] == 4
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, timeout=30)
     assert st == 200, body
     result = json.loads(body)
     assert (result["uploaded"], result["failed"], result["remaining"]) == (1, 3, 0), result
@@ -481,9 +440,7 @@ def test_a_changeset_whose_response_is_lost_is_held_in_doubt(gateway_factory, od
         proxy.drop_posts = 1
         r = post_batch(gw, multipart_batch([changeset]))
         assert r.status_code == 200 and multipart_statuses(r.text) == [201, 204], r.text
-        st, _, out = request(
-            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-        )
+        st, _, out = request_upload(gw, timeout=30)
         assert st in (200, 409), out
         deadline = time.time() + 20
         while time.time() < deadline and not (status_of(gw)["pendingRequests"] == 0 and proxy.dropped == 1):

@@ -17,9 +17,9 @@ import time
 
 import pytest
 import requests
-from harness import free_port, request, run_cli
+from harness import free_port, run_cli
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-from test_odata_writes import JSON_HEADERS, status_of, upstream_products
+from odata_helpers import JSON_HEADERS, request_upload, sap_orders_config, status_of, upstream_products
 
 ARCHIVE = "/_mirrorgate/odata/nw/"
 
@@ -35,9 +35,7 @@ def wait_status(gw, done, timeout: float = 20) -> dict:
 
 
 def upload(gw) -> None:
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, timeout=30)
     assert st in (200, 409), body  # 409: the reachability tracker already started one
 
 
@@ -341,21 +339,7 @@ def test_pyodata_reads_the_v2_archive_service(gateway_factory, tmp_path):
     sap = _mock_sap_on(port)
     root = f"http://127.0.0.1:{port}{SAP_ROOT}"
     try:
-        gw = gateway_factory(
-            {
-                "dataDir": str(tmp_path / "data"),
-                "odata": {
-                    "services": {
-                        "gw": {
-                            "mount": "/odata/gw/",
-                            "upstream": root,
-                            "timeout": "3s",
-                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
-                        }
-                    }
-                },
-            }
-        )
+        gw = gateway_factory(sap_orders_config(root, tmp_path))
         wait_downloaded(gw, "gw")
         order = requests.get(root + "SalesOrderSet?$top=1", headers={"Accept": "application/json"}).json()["d"][
             "results"

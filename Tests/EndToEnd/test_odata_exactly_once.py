@@ -26,25 +26,18 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import threading
 import time
 
 import pytest
 import requests
 from harness import request
+from odata_helpers import JSON_HEADERS, kill_9, request_upload, status_of, wait_idle
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 from upstreams.faults import ResponseDropper
 from upstreams.repeatability_shim import RepeatabilityShim
 
-JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
 ID_HEADER = {"oasis": "Repeatability-Request-ID", "sap": "RequestID", "both": "Repeatability-Request-ID"}
-
-
-def status_of(gw, service: str = "nw") -> dict:
-    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-    assert st == 200, body
-    return json.loads(body)["odata"]["services"][service]
 
 
 def products(root: str) -> list[dict]:
@@ -59,17 +52,6 @@ def products(root: str) -> list[dict]:
     return items
 
 
-def wait_idle(gw, seconds: float = 10, service: str = "nw") -> None:
-    """Until the upstream is seen reachable and the upload started by that (empty queue) is over."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        s = status_of(gw, service)
-        if s["reachable"] and not s["uploading"]:
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)
-
-
 def upload_until_empty(gw, seconds: float = 30, service: str = "nw") -> list[dict]:
     """Asks for uploads (each stops at a lost response) until the queue is empty; bounded."""
     runs = []
@@ -77,12 +59,7 @@ def upload_until_empty(gw, seconds: float = 30, service: str = "nw") -> list[dic
     for _ in range(200):
         if time.time() > deadline:
             break
-        st, _, body = request(
-            "POST",
-            gw.url(f"/_mirrorgate/odata/services/{service}/upload?wait=true"),
-            headers=gw.admin_headers(),
-            timeout=30,
-        )
+        st, _, body = request_upload(gw, service, timeout=30)
         if st == 200:
             runs.append(json.loads(body))
         s = status_of(gw, service)
@@ -351,7 +328,7 @@ def test_support_learned_before_a_crash_still_counts_after_the_restart(gateway_f
         st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload"), headers=gw.admin_headers())
         assert st == 202, st
         assert shim.holding.wait(timeout=10)
-        _kill(gw)
+        kill_9(gw)
         shim.release.set()
         gw2 = gateway_factory(config, name="gw2")
         deadline = time.time() + 20
@@ -368,12 +345,6 @@ def test_support_learned_before_a_crash_still_counts_after_the_restart(gateway_f
 # ---------------------------------------------------------------- kill -9 during appends and uploads
 
 SEED = int(os.environ.get("MG_CRASH_SEED", str(int(time.time()) % 100000)))
-
-
-def _kill(gw) -> None:
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
 
 
 class Writer(threading.Thread):
@@ -451,7 +422,7 @@ def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(
             writer = Writer(gw, f"CR{it}-", rng, acked, unanswered, local_keys)
             writer.start()
             time.sleep(rng.uniform(0.05, 0.6))
-            _kill(gw)
+            kill_9(gw)
             writer.halt.set()
             writer.join(timeout=10)
             assert not writer.is_alive()
@@ -467,7 +438,7 @@ def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(
             st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload"), headers=gw.admin_headers())
             assert st in (202, 409, 503), st
             time.sleep(rng.uniform(0.0, 0.25))
-            _kill(gw)
+            kill_9(gw)
             gw = gateway_factory(config, name=f"gw-u{it}")
             assert time.time() < t_end, f"seed {SEED}: out of time"
         upload_until_empty(gw, seconds=max(5, t_end - time.time()))
@@ -483,3 +454,43 @@ def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(
               f"{shim.executions()} executed, {shim.replays()} replayed")
     finally:
         shim.stop()
+
+
+def test_an_unsupported_result_does_not_teach_support_to_changesets(gateway_factory, chain):
+    """The same for changesets: a `$batch` answered with `RepeatabilityResult: unsupported` teaches nothing,
+    so a changeset whose answer is lost afterwards is held in doubt, not re-sent (and applied twice)."""
+    up, shim, dropper = chain
+    shim.unsupported = True
+    gw = gateway_factory(nw_config(dropper.url + "/nw.svc/", routing="localFirst", repeatabilityHeaders="sap"))
+    wait_downloaded(gw, "nw")
+    wait_idle(gw)
+
+    def changeset(*names: str) -> None:
+        batch = {
+            "requests": [
+                {
+                    "id": str(i),
+                    "atomicityGroup": "g",
+                    "method": "POST",
+                    "url": "Products",
+                    "headers": {"content-type": "application/json"},
+                    "body": {"ProductName": name, "UnitPrice": 1.0, "Discontinued": False},
+                }
+                for i, name in enumerate(names)
+            ]
+        }
+        r = requests.post(
+            gw.url(MOUNT + "$batch"), json=batch, headers={"Accept": "application/json"}, timeout=10
+        )
+        assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+        assert [x["status"] for x in r.json()["responses"]] == [201] * len(names), r.text
+
+    changeset("UC-first-a", "UC-first-b")
+    upload_until_empty(gw)
+    dropper.drop_next(1)
+    changeset("UC-lost-a", "UC-lost-b")
+    upload_until_empty(gw)
+    s = status_of(gw)
+    assert s["inDoubt"] == 2 and s["pendingRequests"] == 0, s
+    names = sorted(p["ProductName"] for p in products(up.root) if p["ProductName"].startswith("UC-"))
+    assert names == ["UC-first-a", "UC-first-b", "UC-lost-a", "UC-lost-b"], names

@@ -11,9 +11,9 @@ import sqlite3
 import time
 
 import requests
+from odata_helpers import JSON_HEADERS
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 
-JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
 
 
 def mirrored_products(db_path) -> dict:

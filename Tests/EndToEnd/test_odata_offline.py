@@ -8,17 +8,14 @@ Upstreams: odatapy's Northwind V4 (pages by 5, ETags) and mock-sap GWSAMPLE_BASI
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
 from harness import free_port, request
+from odata_helpers import SAP_ROOT, start_mock_sap, status_of
 
 MOUNT = "/odata/nw/"
-SAP_ROOT = "/sap/opu/odata/IWBEP/GWSAMPLE_BASIC/"
 
 
 def nw_config(root: str, **extra) -> dict:
@@ -40,8 +37,7 @@ def wait_downloaded(gw, service: str, timeout: float = 20) -> dict:
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
-        st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-        last = json.loads(body)["odata"]["services"][service]
+        last = status_of(gw, service)
         if last.get("lastDownloadAt") and not last.get("downloading"):
             return last
         time.sleep(0.1)
@@ -266,19 +262,7 @@ def test_scope_and_admin_download(gateway_factory, odata_upstream):
 
 def _start_mock_sap(csrf: bool):
     port = free_port()
-    exe = Path(sys.executable).with_name("mock-sap")
-    cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"]
-    if not csrf:
-        cmd.append("--no-csrf")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}{SAP_ROOT}$metadata", timeout=1).status_code == 200:
-                break
-        except requests.RequestException:
-            time.sleep(0.1)
-    return {"port": port, "proc": proc}
+    return {"port": port, "proc": start_mock_sap(port, csrf=csrf)}
 
 
 @pytest.fixture

@@ -7,23 +7,19 @@ drains in order and the upstream holds exactly the expected state, server keys r
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import time
-
 import requests
-from harness import request
+from odata_helpers import (
+    ACCEPT,
+    SAP_ROOT,
+    csrf_session,
+    kill_and_restart,
+    sap_orders_config,
+    start_mock_sap,
+    status_of,
+    upload_and_wait,
+    upstream_products,
+)
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-from test_odata_writes import upstream_products
-
-ACCEPT = {"Accept": "application/json"}
-
-
-def status_of(gw) -> dict:
-    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-    assert st == 200, body
-    return json.loads(body)["odata"]["services"]["nw"]
 
 
 def upstream_get(up, path: str) -> dict:
@@ -32,23 +28,8 @@ def upstream_get(up, path: str) -> dict:
     return r.json()
 
 
-def kill_and_restart(gw, gateway_factory, config, name):
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
-    return gateway_factory(config, name=name)
-
-
 def upload_all(gw) -> None:
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=60
-    )
-    assert st in (200, 409), body  # 409: the reachability tracker already started one
-    deadline = time.time() + 30
-    while time.time() < deadline and status_of(gw)["pendingRequests"] != 0:
-        time.sleep(0.1)
-    s = status_of(gw)
-    assert s["pendingRequests"] == 0 and s["errorArchive"] == 0, s
+    upload_and_wait(gw, timeout=60, wait=30)
 
 
 def test_odatapy_client_offline_parent_child_update_delete_changeset(gateway_factory, odata_upstream, tmp_path):
@@ -185,28 +166,12 @@ def test_pyodata_v2_offline_parent_child_update_delete_changeset(gateway_factory
     through the parent's navigation (pyodata has no call for that: raw request)."""
     import pyodata
     from harness import free_port
-    from test_odata_offline import SAP_ROOT
-    from test_odata_writes import _mock_sap_on
 
     port = free_port()
-    sap = _mock_sap_on(port)
+    sap = start_mock_sap(port)
     root = f"http://127.0.0.1:{port}{SAP_ROOT}"
-    config = {
-        "dataDir": str(tmp_path / "data"),
-        "odata": {
-            "services": {
-                "gw": {
-                    "mount": "/odata/gw/",
-                    "upstream": root,
-                    "timeout": "3s",
-                    "definingRequests": [
-                        {"name": "orders", "query": "SalesOrderSet"},
-                        {"name": "items", "query": "SalesOrderLineItemSet"},
-                    ],
-                }
-            }
-        },
-    }
+    config = sap_orders_config(root, tmp_path)
+    config["odata"]["services"]["gw"]["definingRequests"].append({"name": "items", "query": "SalesOrderLineItemSet"})
     try:
         gw = gateway_factory(config)
         wait_downloaded(gw, "gw")
@@ -216,9 +181,8 @@ def test_pyodata_v2_offline_parent_child_update_delete_changeset(gateway_factory
         sap.wait(timeout=5)
 
         def client_for(g):
-            s = requests.Session()
             url = g.url("/odata/gw/")
-            s.headers["X-CSRF-Token"] = s.get(url, headers={"X-CSRF-Token": "Fetch", **ACCEPT}, timeout=10).headers["X-CSRF-Token"]
+            s = csrf_session(url)
             return pyodata.Client(url, s), s, url
 
         client, s, url = client_for(gw)
@@ -256,20 +220,9 @@ def test_pyodata_v2_offline_parent_child_update_delete_changeset(gateway_factory
         gw2 = kill_and_restart(gw, gateway_factory, config, "gw2")
         read_back(*client_for(gw2))
 
-        sap = _mock_sap_on(port)  # fresh data, same port
-        st, _, body = request(
-            "POST", gw2.url("/_mirrorgate/odata/services/gw/upload?wait=true"), headers=gw2.admin_headers(), timeout=60
-        )
-        assert st in (200, 409), body
-        deadline = time.time() + 30
-        svc = {}
-        while time.time() < deadline:
-            st, _, body = request("GET", gw2.url("/_mirrorgate/status"), headers=gw2.admin_headers())
-            svc = json.loads(body)["odata"]["services"]["gw"]
-            if svc["pendingRequests"] == 0:
-                break
-            time.sleep(0.1)
-        assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0 and svc["inDoubt"] == 0, svc
+        sap = start_mock_sap(port)  # fresh data, same port
+        upload_and_wait(gw2, "gw")
+        assert status_of(gw2, "gw")["inDoubt"] == 0
 
         def upstream(q):
             return requests.get(root + q, headers=ACCEPT, timeout=10).json()["d"]

@@ -9,32 +9,23 @@ Upstream: odatapy's Northwind V4 (server-generated integer keys for Products, ET
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 
 import requests
 from harness import request
+from odata_helpers import (
+    JSON_HEADERS,
+    csrf_session,
+    kill_9,
+    request_upload,
+    sap_orders_config,
+    start_mock_sap,
+    status_of,
+    upload_and_wait,
+    upstream_products,
+    wait_idle,
+)
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
-
-JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json"}
-
-
-def status_of(gw) -> dict:
-    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-    assert st == 200, body
-    return json.loads(body)["odata"]["services"]["nw"]
-
-
-def upstream_products(up) -> dict:
-    r = requests.get(up.root + "Products?$orderby=ProductID", headers={"Accept": "application/json"}, timeout=10)
-    assert r.status_code == 200, r.text
-    doc = r.json()
-    items = list(doc["value"])
-    while doc.get("@odata.nextLink"):
-        doc = requests.get(doc["@odata.nextLink"], headers={"Accept": "application/json"}, timeout=10).json()
-        items += doc["value"]
-    return {p["ProductID"]: p for p in items}
 
 
 def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, odata_upstream, tmp_path):
@@ -89,14 +80,12 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
     assert status_of(gw)["pendingRequests"] == 3
     st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload"), headers=gw.admin_headers())
     assert st == 503  # the upstream is known to be down
-    st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers())
+    st, _, _ = request_upload(gw)
     assert st == 503  # tried: nothing could be sent
     assert status_of(gw)["pendingRequests"] == 3
 
     # Durability: kill -9, restart on the same dataDir.
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
+    kill_9(gw)
     gw2 = gateway_factory(config, name="gw2")
     assert status_of(gw2)["pendingRequests"] == 3
     read_back(gw2)
@@ -104,9 +93,7 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
     # The upstream comes back (fresh data, same port); upload.
     up2 = ODataUpstream(port=up.port, page_size=5, etags=True).start()
     try:
-        st, _, body = request(
-            "POST", gw2.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw2.admin_headers(), timeout=30
-        )
+        st, _, body = request_upload(gw2, timeout=30)
         if st == 200:
             result = json.loads(body)
             assert result["failed"] == 0 and result["inDoubt"] == 0, result
@@ -162,26 +149,7 @@ def test_offline_writes_are_queued_durably_and_uploaded_once(gateway_factory, od
 
 
 def _mock_sap_on(port: int):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from test_odata_offline import SAP_ROOT
-
-    exe = Path(sys.executable).with_name("mock-sap")
-    proc = subprocess.Popen(
-        [str(exe), "--host", "127.0.0.1", "--port", str(port), "--db", ":memory:", "-q"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}{SAP_ROOT}$metadata", timeout=1).status_code == 200:
-                break
-        except requests.RequestException:
-            time.sleep(0.1)
-    return proc
+    return start_mock_sap(port)
 
 
 def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path):
@@ -193,21 +161,7 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
     sap = _mock_sap_on(port)
     root = f"http://127.0.0.1:{port}{SAP_ROOT}"
     try:
-        gw = gateway_factory(
-            {
-                "dataDir": str(tmp_path / "data"),
-                "odata": {
-                    "services": {
-                        "gw": {
-                            "mount": "/odata/gw/",
-                            "upstream": root,
-                            "timeout": "3s",
-                            "definingRequests": [{"name": "orders", "query": "SalesOrderSet"}],
-                        }
-                    }
-                },
-            }
-        )
+        gw = gateway_factory(sap_orders_config(root, tmp_path))
         wait_downloaded(gw, "gw")
         ids = [
             o["SalesOrderID"]
@@ -218,12 +172,7 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
         sap.wait(timeout=5)
 
         url = gw.url("/odata/gw/")
-        s = requests.Session()
-        token = s.get(url, headers={"X-CSRF-Token": "Fetch", "Accept": "application/json"}, timeout=10).headers[
-            "X-CSRF-Token"
-        ]
-        s.headers["X-CSRF-Token"] = token
-        client = pyodata.Client(url, s)
+        client = pyodata.Client(url, csrf_session(url))
         SO = client.entity_sets.SalesOrderSet
         so = SO.create_entity().set(CustomerID="0100000000", CurrencyCode="EUR", Note="offline v2").execute()
         assert so.SalesOrderID.startswith("local-")
@@ -236,21 +185,7 @@ def test_pyodata_v2_offline_writes_uploaded_with_csrf(gateway_factory, tmp_path)
         assert requests.get(url + f"SalesOrderSet('{ids[1]}')", timeout=10).status_code == 404
 
         sap = _mock_sap_on(port)  # fresh data, same port
-        st, _, body = request(
-            "POST", gw.url("/_mirrorgate/odata/services/gw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-        )
-        if st == 200:
-            assert json.loads(body)["failed"] == 0, body
-        else:
-            assert st == 409, body
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
-            svc = json.loads(body)["odata"]["services"]["gw"]
-            if svc["pendingRequests"] == 0:
-                break
-            time.sleep(0.1)
-        assert svc["pendingRequests"] == 0 and svc["errorArchive"] == 0, svc
+        upload_and_wait(gw, "gw")
 
         h = {"Accept": "application/json"}
         created = requests.get(root + "SalesOrderSet?$filter=Note eq 'offline v2'", headers=h).json()["d"]["results"]
@@ -329,9 +264,7 @@ def test_a_post_whose_response_is_lost_is_held_in_doubt_not_duplicated(gateway_f
         proxy.drop_posts = 1  # localFirst: writes are only ever sent by the upload
         r = requests.post(gw.url(MOUNT + "Products"), json=body, headers=JSON_HEADERS, timeout=10)
         assert r.status_code == 201 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
-        st, _, out = request(
-            "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-        )
+        st, _, out = request_upload(gw, timeout=30)
         if st == 200 and json.loads(out)["inDoubt"] == 0:
             pass  # an upload started by the reachability tracker took the request first
         else:
@@ -360,15 +293,10 @@ def test_changes_queued_before_a_restart_are_uploaded_at_start(gateway_factory, 
     config["odata"]["services"]["nw"]["enableRepeatableRequests"] = False
     gw = gateway_factory(config)
     wait_downloaded(gw, "nw")
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)  # the upload started by the tracker seeing the upstream (empty queue) is over
+    wait_idle(gw)
     r = requests.patch(gw.url(MOUNT + "Products(4)"), json={"ProductName": "Renamed"}, headers=JSON_HEADERS, timeout=10)
     assert r.status_code == 204 and r.headers["X-Mirrorgate-Origin"] == "local"
-    os.kill(gw.proc.pid, signal.SIGKILL)
-    gw.proc.wait(timeout=5)
-    gw.expect_exit = -9
+    kill_9(gw)
     assert upstream_products(up)[4]["ProductName"] != "Renamed"  # localFirst: queued, not uploaded yet
     gw2 = gateway_factory(config, name="gw2")
     deadline = time.time() + 20
@@ -385,10 +313,7 @@ def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gate
     up = odata_upstream
     gw = gateway_factory(nw_config(up.root, routing="localFirst"))
     wait_downloaded(gw, "nw")
-    deadline = time.time() + 10
-    while time.time() < deadline and not (status_of(gw)["reachable"] and not status_of(gw)["uploading"]):
-        time.sleep(0.1)
-    time.sleep(0.3)
+    wait_idle(gw)
     import socket
     import threading
 
@@ -417,9 +342,7 @@ def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gate
     assert requests.post(gw.url(MOUNT + "Products"), json=bad, headers=JSON_HEADERS, timeout=10).status_code == 201
     good = {"ProductName": "Good", "Discontinued": False}
     assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, timeout=30)
     assert st == 200, body
     result = json.loads(body)
     assert (result["uploaded"], result["failed"], result["remaining"]) == (1, 1, 0), result
@@ -433,9 +356,7 @@ def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gate
     stop.set()
     assert events.count("uploadDidStart") == 1 and events.count("uploadDidFinish") == 1, events
     # Nothing queued: the upload answers at once.
-    st, _, body = request(
-        "POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), headers=gw.admin_headers(), timeout=30
-    )
+    st, _, body = request_upload(gw, timeout=30)
     assert st == 200 and json.loads(body)["uploaded"] == 0
     st, _, _ = request("POST", gw.url("/_mirrorgate/odata/services/zz/upload"), headers=gw.admin_headers())
     assert st == 404

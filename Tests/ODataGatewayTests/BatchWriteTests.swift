@@ -83,38 +83,19 @@ private let metadataV2 = """
 
 /// A localFirst service whose upstream never answers, mirrored from bootstrap files.
 private func makeService(v2: Bool = false) throws -> ODataService {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odbatch-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data((v2 ? metadataV2 : metadata).utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
-    try Data(#"{"value":[{"CustomerID":"ALFKI","Name":"Alfreds"},{"CustomerID":"BONAP","Name":"Bon"}]}"#.utf8)
-        .write(to: URL(fileURLWithPath: dir + "/customers.json"))
-    try Data(#"{"value":[{"OrderID":1,"CustomerID":"ALFKI","Freight":3.5}]}"#.utf8)
-        .write(to: URL(fileURLWithPath: dir + "/orders.json"))
-    UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
-    let settings = ODataMirrorSettings(
-        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-        bootstrapData: ["Customers": dir + "/customers.json", "Orders": dir + "/orders.json"],
-        interval: .seconds(3600), databasePath: dir + "/mirror.sqlite")
-    let service = try ODataService(
-        forwarder: forwarder, settings: settings, client: UpstreamClient(),
-        pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
-    return service
+    try makeBootstrappedService(
+        "odbatch", metadata: v2 ? metadataV2 : metadata,
+        data: [
+            "Customers":
+                #"{"value":[{"CustomerID":"ALFKI","Name":"Alfreds"},{"CustomerID":"BONAP","Name":"Bon"}]}"#,
+            "Orders": #"{"value":[{"OrderID":1,"CustomerID":"ALFKI","Freight":3.5}]}"#,
+        ]
+    ).0
 }
 
-private func text(_ r: HTTPResponse) -> String {
-    guard case .bytes(let b) = r.body else { return "" }
-    return String(decoding: b, as: UTF8.self)
-}
+private func text(_ r: HTTPResponse) -> String { bodyText(r) }
 
-private func get(_ service: ODataService, _ target: String) -> (Int, String) {
-    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: ["Host": "gw"]))
-    return (r.status, text(r))
-}
+private func get(_ service: ODataService, _ target: String) -> (Int, String) { localGET(service, target) }
 
 private func batch(_ service: ODataService, _ body: String, contentType: String) -> HTTPResponse {
     service.batchWriteResponse(
@@ -577,6 +558,15 @@ private func send(_ service: ODataService, _ method: String, _ target: String, _
     #expect(
         send(service, "PUT", "/odata/s/Orders(7)/Customer/$ref", #"{"@odata.id":"Customers('BONAP')"}"#)
             .status == 404)
+    // Regression: an entity of another type is refused (its row was given the foreign key) and not queued.
+    #expect(
+        send(
+            service, "POST", "/odata/s/Customers('ALFKI')/Orders/$ref", #"{"@odata.id":"Customers('BONAP')"}"#
+        )
+        .status == 400)
+    #expect(
+        send(service, "PUT", "/odata/s/Orders(1)/Customer/$ref", #"{"@odata.id":"Orders(1)"}"#).status == 400)
+    #expect(!get(service, "/odata/s/Customers('BONAP')").1.contains("ALFKI"))
     #expect(service.queue.count == 6)
     let rows = try service.mirror.pool.read { db in
         try db.query(#"SELECT entitySet, url FROM "_mg_queue" ORDER BY id"#)

@@ -30,28 +30,14 @@ private let metadata = """
 
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
 private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = false) throws -> ODataService {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odarchive-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data(metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
-    try Data(#"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#.utf8)
-        .write(to: URL(fileURLWithPath: dir + "/products.json"))
-    UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(
-            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: .seconds(1)),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
-    var settings = ODataMirrorSettings(
-        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-        bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
-        databasePath: dir + "/mirror.sqlite")
-    settings.uploadIfMatch = ifMatch
-    settings.enableIndividualErrorArchiveDeletion = individual
-    let service = try ODataService(
-        forwarder: forwarder, settings: settings, client: UpstreamClient(),
-        pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
-    return service
+    try makeBootstrappedService(
+        "odarchive", metadata: metadata,
+        data: ["Products": #"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#],
+        timeout: .seconds(1)
+    ) { settings in
+        settings.uploadIfMatch = ifMatch
+        settings.enableIndividualErrorArchiveDeletion = individual
+    }.0
 }
 
 private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "") {
@@ -152,6 +138,33 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     #expect(log?["value"]?[0]?["Type"]?.stringValue == "ErrorArchiveDeletion")
     #expect(archiveGET(service, "/odata/s/EventLog(1)").1?["Type"]?.stringValue == "ErrorArchiveDeletion")
     #expect(archiveGET(service, "/odata/s/EventLog(2)").0 == 404)
+}
+
+/// Regression: a revert removed only the requests of a queued changeset that changed an archived entity,
+/// and the rest of the changeset was uploaded on its own.
+@Test func revertingRemovesAChangesetWhole() throws {
+    let service = try makeService()
+    write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"A"}"#)
+    write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"Alone"}"#)
+    let batch = #"""
+        {"requests":[
+          {"id":"1","atomicityGroup":"g","method":"PATCH","url":"Products(1)",
+           "headers":{"content-type":"application/json"},"body":{"Name":"X"}},
+          {"id":"2","atomicityGroup":"g","method":"PATCH","url":"Products(2)",
+           "headers":{"content-type":"application/json"},"body":{"Name":"Y"}}]}
+        """#
+    let answer = service.batchWriteResponse(
+        HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "application/json"], body: Array(batch.utf8)))
+    #expect(answer.status == 200)
+    #expect(service.queue.count == 4)
+    let id = try reject(service)
+    let revert = try #require(try service.revertErrorArchive(id))
+    #expect(revert.held == 2)
+    #expect(service.queue.count == 1)
+    let left = try #require(try service.queue.first())
+    #expect(left.changeset == nil && left.url == "Products(1)")
 }
 
 @Test func revertingARejectedLocalCreateRemovesItFromTheMirror() throws {

@@ -72,12 +72,7 @@ private let v2Metadata = """
     """
 
 private func tempMirror(_ metadata: String) throws -> ODataMirror {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odlink-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let mirror = try ODataMirror(path: dir + "/m.sqlite")
-    try mirror.install(metadata: Array(metadata.utf8))
-    return mirror
+    try makeTemporaryMirror("odlink", metadata: metadata).0
 }
 
 /// Ingests a defining request's payload as the download does and stores it.

@@ -49,10 +49,7 @@ private func entity(_ text: String, etag: String? = nil) -> MirrorEntity {
 }
 
 private func makeMirror() throws -> (ODataMirror, String) {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odgw-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let mirror = try ODataMirror(path: dir + "/m.sqlite")
-    try mirror.install(metadata: Array(metadata.utf8))
+    let (mirror, dir) = try makeTemporaryMirror("odgw", metadata: metadata)
     try mirror.replace(
         request: "c", query: "Customers",
         rows: [

@@ -49,34 +49,19 @@ private let metadataWithFunction = """
     """
 
 private func makeService() throws -> ODataService {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("odsvc-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data(metadataWithFunction.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
-    try Data(
-        #"{"d":{"results":[{"__metadata":{"uri":"x","etag":"W/\"1\""},"ID":"0500000001","Amount":"631.890","Created":"/Date(1754611200000)/","Items":{"results":[{"OrderID":"0500000001","Pos":10},{"OrderID":"0500000001","Pos":20}]}}]}}"#
-            .utf8
-    ).write(to: URL(fileURLWithPath: dir + "/orders.json"))
-    UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
-    let service = try ODataService(
-        forwarder: forwarder,
-        settings: ODataMirrorSettings(
-            localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-            bootstrapData: ["Orders": dir + "/orders.json"], interval: .seconds(3600),
-            databasePath: dir + "/mirror.sqlite"),
-        client: UpstreamClient(), pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    _ = try service.loadBootstrap()
-    return service
+    try makeBootstrappedService(
+        "odsvc", metadata: metadataWithFunction,
+        data: [
+            "Orders":
+                #"{"d":{"results":[{"__metadata":{"uri":"x","etag":"W/\"1\""},"ID":"0500000001","Amount":"631.890","Created":"/Date(1754611200000)/","Items":{"results":[{"OrderID":"0500000001","Pos":10},{"OrderID":"0500000001","Pos":20}]}}]}}"#
+        ]
+    ).0
 }
 
 private func get(_ service: ODataService, _ target: String, headers: HTTPHeaders = ["Host": "gw"]) -> (
     Int, String
 ) {
-    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: headers))
-    guard case .bytes(let b) = r.body else { return (r.status, "") }
-    return (r.status, String(decoding: b, as: UTF8.self))
+    localGET(service, target, headers: headers)
 }
 
 @Test func v2ServiceAnswersLocally() throws {

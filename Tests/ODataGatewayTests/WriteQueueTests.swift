@@ -37,28 +37,13 @@ private let v4Metadata = """
 private func makeService(dir: String? = nil, repeatable: RepeatabilitySupport = .auto) throws -> (
     ODataService, String
 ) {
-    let dir =
-        dir
-        ?? FileManager.default.temporaryDirectory.appendingPathComponent("odwrite-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    try Data(v4Metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
-    try Data(#"{"value":[{"ID":1,"Name":"Chai","Price":18.5},{"ID":2,"Name":"Chang","Price":19}]}"#.utf8)
-        .write(to: URL(fileURLWithPath: dir + "/products.json"))
-    UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/"),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
-    var settings = ODataMirrorSettings(
-        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-        bootstrapData: ["Products": dir + "/products.json"], interval: .seconds(3600),
-        databasePath: dir + "/mirror.sqlite")
-    settings.upstreamSupportsRepeatability = repeatable
-    let service = try ODataService(
-        forwarder: forwarder,
-        settings: settings,
-        client: UpstreamClient(), pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
-    return (service, dir)
+    try makeBootstrappedService(
+        "odwrite", metadata: v4Metadata,
+        data: [
+            "Products": #"{"value":[{"ID":1,"Name":"Chai","Price":18.5},{"ID":2,"Name":"Chang","Price":19}]}"#
+        ],
+        dir: dir
+    ) { $0.upstreamSupportsRepeatability = repeatable }
 }
 
 private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "")
@@ -71,15 +56,9 @@ private func write(_ service: ODataService, _ method: String, _ target: String, 
             body: Array(body.utf8)))
 }
 
-private func text(_ r: HTTPResponse) -> String {
-    guard case .bytes(let b) = r.body else { return "" }
-    return String(decoding: b, as: UTF8.self)
-}
+private func text(_ r: HTTPResponse) -> String { bodyText(r) }
 
-private func get(_ service: ODataService, _ target: String) -> (Int, String) {
-    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: ["Host": "gw"]))
-    return (r.status, text(r))
-}
+private func get(_ service: ODataService, _ target: String) -> (Int, String) { localGET(service, target) }
 
 @Test func localWritesApplyToTheMirrorAndQueueInOrder() throws {
     let (service, _) = try makeService()
@@ -195,6 +174,24 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) {
     let again = other.runUpload()
     #expect(again.inDoubt == 0 && again.interrupted && other.queue.count == 1)
     _ = dir
+}
+
+/// Regression: the changeset upload counted any repeatability result, SAP's `unsupported` included, as
+/// support, so a changeset whose answer was lost afterwards was re-sent (and applied twice).
+@Test func anUnsupportedRepeatabilityResultTeachesNothing() throws {
+    #expect(!ODataService.showsRepeatabilitySupport(nil))
+    #expect(!ODataService.showsRepeatabilitySupport("Unsupported"))
+    #expect(ODataService.showsRepeatabilitySupport("accepted"))
+    let (service, _) = try makeService()
+    #expect(!service.mayResendInDoubt())
+    _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
+    // As if the gateway had sent a changeset and lost its answer after seeing `unsupported` answers.
+    try service.queue.markSent(try #require(try service.queue.first()), true)
+    let queued = try #require(try service.queue.first())
+    #expect(service.sendChangeset(queued, "cs").0 == .inDoubt)
+    #expect(service.queue.inDoubtCount() == 1)
+    let (learned, _) = try makeService(repeatable: .yes)
+    #expect(learned.mayResendInDoubt())
 }
 
 @Test func aDownloadNeverOverwritesQueuedLocalChanges() throws {

@@ -76,33 +76,24 @@ def refused_port() -> int:
     return port
 
 
-class ResponseDropper:
-    """Loopback HTTP proxy in front of one origin that loses responses after the upstream committed.
+HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "upgrade"}
+MODIFYING = {"POST", "PUT", "PATCH", "MERGE", "DELETE"}
 
-    Every request is forwarded (a fresh upstream connection each); for the next `drop` requests whose
-    method is in `methods`, the upstream's response is read in full and then the client connection is
-    closed without a byte of answer: the request took effect, the sender cannot know. With
-    `drop_first_of = HEADER`, instead the first response of every distinct value of that request header
-    (e.g. `Repeatability-Request-ID`) is lost, so that each request is answered only on its retry. The origin's own
-    URLs in answers are replaced by the proxy's (it stands in for the origin's canonical name).
-    Counters: `dropped`, `forwarded` (per method). `stop()` keeps the port for a later `start()`.
-    """
 
-    def __init__(self, origin: str, port: int = 0, methods: tuple[str, ...] = ("POST", "PATCH", "MERGE", "PUT")):
+class LoopbackProxy:
+    """An HTTP/1.1 server on 127.0.0.1 in front of one origin (`origin`, e.g. `http://127.0.0.1:8000`): every
+    request goes to `_handle(h)` (subclasses); `_forward` sends it on over a fresh connection. It presents
+    itself as the origin's canonical name (`rewrite` replaces the origin's URL by its own). `stop()` keeps the
+    port for a later `start()`."""
+
+    def __init__(self, origin: str, port: int = 0):
         from urllib.parse import urlsplit
 
         self.origin = origin.rstrip("/")
         u = urlsplit(self.origin)
-        self._target = (u.hostname, u.port or 80)
-        self.methods = set(methods)
-        self.drop = 0
-        self.drop_first_of: str | None = None
-        self._seen_keys: set[str] = set()
-        self.dropped = 0
-        self.forwarded: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._host, self._port = u.hostname, u.port or 80
         self.port = port
-        self.httpd = None
+        self.httpd: http.server.ThreadingHTTPServer | None = None
         self._bind()
 
     def _bind(self) -> None:
@@ -123,7 +114,7 @@ class ResponseDropper:
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "ResponseDropper":
+    def start(self):
         if self.httpd is None:
             self._bind()
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -131,35 +122,73 @@ class ResponseDropper:
         return self
 
     def stop(self) -> None:
+        """Stops listening; `start()` listens again on the same port."""
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.thread.join(timeout=5)
             self.httpd = None
 
+    def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def _forward(self, h: http.server.BaseHTTPRequestHandler, body: bytes):
+        """The request of `h` (with `body`) sent to the origin: (status, reason, headers, body), hop-by-hop
+        headers left out; raises OSError when the origin cannot be reached."""
+        import http.client
+
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        headers["Host"] = f"{self._host}:{self._port}"
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=30)
+        try:
+            conn.request(h.command, h.path, body=body if body or h.command in MODIFYING else None, headers=headers)
+            r = conn.getresponse()
+            data = r.read()
+            return r.status, r.reason, [(k, v) for k, v in r.getheaders() if k.lower() not in HOP], data
+        finally:
+            conn.close()
+
+    def rewrite(self, text):
+        """`text` (str or bytes) with the origin's URL replaced by the proxy's."""
+        if isinstance(text, bytes):
+            return text.replace(self.origin.encode(), self.url.encode())
+        return text.replace(self.origin, self.url)
+
+
+class ResponseDropper(LoopbackProxy):
+    """Loopback HTTP proxy in front of one origin that loses responses after the upstream committed.
+
+    Every request is forwarded (a fresh upstream connection each); for the next `drop` requests whose
+    method is in `methods`, the upstream's response is read in full and then the client connection is
+    closed without a byte of answer: the request took effect, the sender cannot know. With
+    `drop_first_of = HEADER`, instead the first response of every distinct value of that request header
+    (e.g. `Repeatability-Request-ID`) is lost, so that each request is answered only on its retry. The origin's own
+    URLs in answers are replaced by the proxy's (it stands in for the origin's canonical name).
+    Counters: `dropped`, `forwarded` (per method). `stop()` keeps the port for a later `start()`.
+    """
+
+    def __init__(self, origin: str, port: int = 0, methods: tuple[str, ...] = ("POST", "PATCH", "MERGE", "PUT")):
+        self.methods = set(methods)
+        self.drop = 0
+        self.drop_first_of: str | None = None
+        self._seen_keys: set[str] = set()
+        self.dropped = 0
+        self.forwarded: dict[str, int] = {}
+        self._lock = threading.Lock()
+        super().__init__(origin, port)
+
     def drop_next(self, n: int) -> None:
         with self._lock:
             self.drop = n
 
     def _handle(self, h) -> None:
-        import http.client
-
-        hop = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "host"}
         n = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(n) if n > 0 else b""
-        headers = {k: v for k, v in h.headers.items() if k.lower() not in hop}
-        headers["Host"] = "%s:%d" % self._target
-        conn = http.client.HTTPConnection(*self._target, timeout=30)
         try:
-            conn.request(h.command, h.path, body=body if body else None, headers=headers)
-            r = conn.getresponse()
-            data = r.read()
-            status, reason, out = r.status, r.reason, [(k, v) for k, v in r.getheaders() if k.lower() not in hop]
+            status, reason, out, data = self._forward(h, body)
         except OSError:
             h.close_connection = True
             return
-        finally:
-            conn.close()
         with self._lock:
             self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
             key = h.headers.get(self.drop_first_of) if self.drop_first_of else None
@@ -175,10 +204,10 @@ class ResponseDropper:
         if lose:
             h.close_connection = True
             return
-        data = data.replace(self.origin.encode(), self.url.encode())
+        data = self.rewrite(data)
         h.send_response_only(status, reason)
         for k, v in out:
-            h.send_header(k, v.replace(self.origin, self.url))
+            h.send_header(k, self.rewrite(v))
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         if h.command != "HEAD":

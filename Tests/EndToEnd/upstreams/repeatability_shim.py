@@ -26,21 +26,16 @@ Runnable alone: `python repeatability_shim.py PORT ORIGIN`.
 
 from __future__ import annotations
 
-import http.client
 import http.server
 import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 try:
-    from upstreams.faults import QuietServer
+    from upstreams.faults import MODIFYING, LoopbackProxy
 except ImportError:  # run alone from this directory
-    from faults import QuietServer
-
-HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "upgrade"}
-MODIFYING = {"POST", "PUT", "PATCH", "MERGE", "DELETE"}
+    from faults import MODIFYING, LoopbackProxy
 
 
 @dataclass
@@ -53,11 +48,8 @@ class Stored:
     body: bytes
 
 
-class RepeatabilityShim:
+class RepeatabilityShim(LoopbackProxy):
     def __init__(self, origin: str, port: int = 0):
-        self.origin = origin.rstrip("/")
-        u = urlsplit(self.origin)
-        self._host, self._port = u.hostname, u.port or 80
         self.store: dict[str, Stored] = {}
         self.executed: Counter[str] = Counter()
         self.replayed: Counter[str] = Counter()
@@ -74,43 +66,8 @@ class RepeatabilityShim:
         self._hold = 0
         self.holding = threading.Event()
         self.release = threading.Event()
-        self.port = port
-        self.httpd: http.server.ThreadingHTTPServer | None = None
-        self._bind()
-
-    # -- lifecycle ------------------------------------------------------------------------------
-    def _bind(self) -> None:
-        shim = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _any(self):
-                shim._handle(self)
-
-            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_MERGE = do_DELETE = _any
-
-        self.httpd = QuietServer(("127.0.0.1", self.port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> "RepeatabilityShim":
-        if self.httpd is None:
-            self._bind()
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stops listening; the store is kept and `start()` listens again on the same port."""
-        if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(timeout=5)
-            self.httpd = None
+        # Lifecycle (LoopbackProxy): `stop()` keeps the store, and `start()` listens again on the same port.
+        super().__init__(origin, port)
 
     # -- the protocol ---------------------------------------------------------------------------
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
@@ -136,7 +93,7 @@ class RepeatabilityShim:
         if h.command in ("GET", "HEAD") or rid is None:
             with self._lock:
                 self.passed += 1
-            self._answer(h, self._forward(h, body), [])
+            self._answer(h, self._stored(h, body), [])
             return
         if not first or h.command not in MODIFYING:
             with self._lock:
@@ -144,7 +101,7 @@ class RepeatabilityShim:
             self._reject(h, result_names, "repeatability headers incomplete or on an unsupported method")
             return
         if self.unsupported:
-            response = self._forward(h, body)
+            response = self._stored(h, body)
             with self._lock:
                 self.executed[rid] += 1
             self._answer(h, response, [(k, "unsupported") for k in result_names])
@@ -164,7 +121,7 @@ class RepeatabilityShim:
                     self.replayed[rid] += 1
                 self._answer(h, stored, [(k, "replayed") for k in result_names])
                 return
-            response = self._forward(h, body)
+            response = self._stored(h, body)
             with self._lock:
                 self.executed[rid] += 1
                 self.store[rid] = response
@@ -175,25 +132,13 @@ class RepeatabilityShim:
                 self.release.wait(timeout=15)
             self._answer(h, response, [(k, "accepted") for k in result_names])
 
-    def _forward(self, h: http.server.BaseHTTPRequestHandler, body: bytes) -> Stored:
-        headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP and k.lower() != "host"}
-        headers["Host"] = f"{self._host}:{self._port}"
-        conn = http.client.HTTPConnection(self._host, self._port, timeout=30)
+    def _stored(self, h: http.server.BaseHTTPRequestHandler, body: bytes) -> Stored:
         try:
-            conn.request(h.command, h.path, body=body if body or h.command in MODIFYING else None, headers=headers)
-            r = conn.getresponse()
-            data = r.read()
-            out = [(k, v) for k, v in r.getheaders() if k.lower() not in HOP]
-            status, reason = r.status, r.reason
+            status, reason, out, data = self._forward(h, body)
         except OSError as exc:
             msg = f"repeatability shim: upstream unreachable: {exc}".encode()
             return Stored(h.command, h.path, 502, "Bad Gateway", [("Content-Type", "text/plain")], msg)
-        finally:
-            conn.close()
-        mine = self.url.encode()
-        data = data.replace(self.origin.encode(), mine)
-        out = [(k, v.replace(self.origin, self.url)) for k, v in out]
-        return Stored(h.command, h.path, status, reason, out, data)
+        return Stored(h.command, h.path, status, reason, [(k, self.rewrite(v)) for k, v in out], self.rewrite(data))
 
     def _answer(self, h, r: Stored, extra: list[tuple[str, str]]) -> None:
         h.send_response_only(r.status, r.reason)

@@ -1,0 +1,68 @@
+import Foundation
+import HTTPServer
+import Logging
+import Upstream
+
+@testable import ODataGateway
+
+/// A fresh directory under the temporary directory, named `<prefix>-<UUID>`.
+func makeTemporaryDirectory(_ prefix: String) throws -> String {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        .path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A service mounted at `/odata/s/` whose upstream never answers (port 9), mirrored from bootstrap files
+/// written to `dir` (a new temporary directory when nil): `metadata` as `m.xml` and, per entity set, its
+/// JSON payload. `configure` adjusts the mirror settings. Returns the service and its directory.
+func makeBootstrappedService(
+    _ prefix: String, metadata: String, data: [String: String], dir: String? = nil,
+    timeout: Duration = .seconds(30), configure: (inout ODataMirrorSettings) -> Void = { _ in }
+) throws -> (ODataService, String) {
+    let dir = try dir ?? makeTemporaryDirectory(prefix)
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    try Data(metadata.utf8).write(to: URL(fileURLWithPath: dir + "/m.xml"))
+    var files: [String: String] = [:]
+    for (set, payload) in data {
+        let path = dir + "/\(set.lowercased()).json"
+        try Data(payload.utf8).write(to: URL(fileURLWithPath: path))
+        files[set] = path
+    }
+    UpstreamClient.globalInit()
+    let forwarder = ODataForwarder(
+        settings: ODataServiceSettings(
+            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: timeout),
+        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+    var settings = ODataMirrorSettings(
+        localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
+        bootstrapData: files, interval: .seconds(3600), databasePath: dir + "/mirror.sqlite")
+    configure(&settings)
+    let service = try ODataService(
+        forwarder: forwarder, settings: settings, client: UpstreamClient(),
+        pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
+    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
+    return (service, dir)
+}
+
+/// A mirror file in a new temporary directory with `metadata` installed.
+func makeTemporaryMirror(_ prefix: String, metadata: String) throws -> (ODataMirror, String) {
+    let dir = try makeTemporaryDirectory(prefix)
+    let mirror = try ODataMirror(path: dir + "/m.sqlite")
+    try mirror.install(metadata: Array(metadata.utf8))
+    return (mirror, dir)
+}
+
+/// The body of a buffered response as text.
+func bodyText(_ r: HTTPResponse) -> String {
+    guard case .bytes(let b) = r.body else { return "" }
+    return String(decoding: b, as: UTF8.self)
+}
+
+/// A local read of `target` through `service`: status and body.
+func localGET(_ service: ODataService, _ target: String, headers: HTTPHeaders = ["Host": "gw"]) -> (
+    Int, String
+) {
+    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: headers))
+    return (r.status, bodyText(r))
+}
