@@ -154,9 +154,10 @@ extension ODataService {
 
     /// Before a queued request is sent: when an ErrorArchive entry changed the same entity, the request
     /// is marked held behind it (durably) and true is returned; it stays queued until the entry is deleted.
-    func holdIfBlocked(_ request: QueuedRequest) -> Bool {
-        guard let blocker = blocker(of: request) else { return false }
-        do { try queue.hold(request.id, by: blocker) } catch { return false }
+    /// Throws when the store cannot say or record it (the upload run stops and is retried later).
+    func holdIfBlocked(_ request: QueuedRequest) throws -> Bool {
+        guard let blocker = try blocker(of: request) else { return false }
+        try queue.hold(request.id, by: blocker)
         logger.warning(
             "odata upload: request held behind an ErrorArchive entry",
             metadata: [
@@ -167,21 +168,23 @@ extension ODataService {
     }
 
     /// The RequestID of the ErrorArchive entry that changed the entity `request` changes, if any.
-    func blocker(of request: QueuedRequest) -> String? {
-        guard let entity = affectedEntity(request),
-            let archived = try? queue.archivedEntities(), !archived.isEmpty
-        else { return nil }
+    func blocker(of request: QueuedRequest) throws -> String? {
+        guard let entity = affectedEntity(request) else { return nil }
+        let archived = try queue.archivedEntities()
+        guard !archived.isEmpty else { return nil }
         let mine = canonicalEntity(entity)
         return archived.first(where: { canonicalEntity($0.1) == mine })?.0
     }
 
     /// Before a queued changeset is sent: when one of its requests changes an entity an ErrorArchive entry
     /// changed, every request of the changeset is held behind that entry (a changeset stays whole).
-    func holdChangesetIfBlocked(_ changeset: String) -> Bool {
-        guard let members = try? queue.changeset(changeset),
-            let blocker = members.lazy.compactMap({ self.blocker(of: $0) }).first
-        else { return false }
-        for r in members { try? queue.hold(r.id, by: blocker) }
+    /// Throws when the store cannot say or record it (the upload run stops and is retried later).
+    func holdChangesetIfBlocked(_ changeset: String) throws -> Bool {
+        let members = try queue.changeset(changeset)
+        var blocker: String?
+        for r in members where blocker == nil { blocker = try self.blocker(of: r) }
+        guard let blocker else { return false }
+        for r in members { try queue.hold(r.id, by: blocker) }
         logger.warning(
             "odata upload: changeset held behind an ErrorArchive entry",
             metadata: ["service": "\(forwarder.settings.name)", "heldBy": "\(blocker)"])

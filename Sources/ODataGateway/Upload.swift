@@ -100,7 +100,12 @@ extension ODataService {
         var stats = ODataUploadStats()
         while let request = try? queue.first() {
             if let changeset = request.changeset {
-                if holdChangesetIfBlocked(changeset) { continue }
+                do {
+                    if try holdChangesetIfBlocked(changeset) { continue }
+                } catch {
+                    stats.interrupted = true  // the store failed: never send what may be blocked
+                    return stats
+                }
                 let (outcome, n) = sendChangeset(request, changeset)
                 switch outcome {
                 case .done: stats.uploaded += n
@@ -112,7 +117,12 @@ extension ODataService {
                 }
                 continue
             }
-            if holdIfBlocked(request) { continue }
+            do {
+                if try holdIfBlocked(request) { continue }
+            } catch {
+                stats.interrupted = true
+                return stats
+            }
             switch send(request) {
             case .done: stats.uploaded += 1
             case .failed: stats.failed += 1
