@@ -351,9 +351,8 @@ enum MHDCallbacks {
                 response.headers.set("Retry-After", "1")
                 return queue(response, ctx, connection)
             }
-            if let cl = ctx.headers["Content-Length"], let n = Int(cl.trimmingCharacters(in: .whitespaces)),
-                n > core.configuration.maxBodySize
-            {
+            let contentLength = ctx.headers["Content-Length"].flatMap(MHDCallbacks.decimal)
+            if let n = contentLength, n > core.configuration.maxBodySize {
                 ctx.rejected = true
                 return queue(
                     core.errors(
@@ -361,9 +360,7 @@ enum MHDCallbacks {
                     ),
                     ctx, connection)
             }
-            if let cl = ctx.headers["Content-Length"], let n = Int(cl), n > 0 {
-                ctx.body.reserveCapacity(n)
-            }
+            if let n = contentLength, n > 0 { ctx.body.reserveCapacity(n) }
             return .YES
         }
         if ctx.answered {
@@ -417,6 +414,25 @@ enum MHDCallbacks {
             core.pool.submit { handler.handle(request, ctx) }
         }
         return .YES
+    }
+
+    /// A non-negative decimal header value with optional surrounding spaces or tabs (Content-Length),
+    /// parsed on bytes: Foundation's trimming showed up in the per-request profile.
+    static func decimal(_ text: String) -> Int? {
+        var value = 0
+        var digits = 0
+        var trailing = false
+        for byte in text.utf8 {
+            if byte == 32 || byte == 9 {
+                if digits > 0 { trailing = true }
+                continue
+            }
+            guard !trailing, byte >= 48, byte <= 57 else { return nil }
+            // Saturates: a length too large for Int is still "larger than the limit".
+            value = digits < 18 ? value * 10 + Int(byte - 48) : Int.max
+            digits += 1
+        }
+        return digits > 0 ? value : nil
     }
 
     static func queue(_ response: HTTPResponse, _ ctx: RequestContext, _ connection: OpaquePointer)
