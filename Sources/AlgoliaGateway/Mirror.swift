@@ -221,9 +221,7 @@ public final class MirroredIndex: Sendable {
 /// A date as RFC 3339 with milliseconds (`2026-11-22T05:00:00.000Z`), the format of every timestamp the
 /// gateway reports.
 public func rfc3339(_ date: Date) -> String {
-    let f = ISO8601DateFormatter()
-    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return f.string(from: date)
+    Timestamps.rfc3339(secondsSince1970: date.timeIntervalSince1970)
 }
 
 extension Duration {

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
 import HTTPServer
+import JSONCore
 import ODataCore
 import Storage
 
@@ -565,11 +566,7 @@ extension ODataService {
 
     /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
     static func imfDate(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: date)
+        Timestamps.imfDate(secondsSince1970: date.timeIntervalSince1970)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import JSONCore
 import ODataCore
 import Storage
 import Synchronization
@@ -437,8 +438,5 @@ public struct MirrorError: Error, CustomStringConvertible, Sendable {
 /// A double-quoted SQL identifier.
 func q(_ identifier: String) -> String { ODataSQLTranslator.quote(identifier) }
 
-func iso8601Now() -> String {
-    let f = ISO8601DateFormatter()
-    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return f.string(from: Date())
-}
+/// Now as RFC 3339 with milliseconds, UTC.
+func iso8601Now() -> String { Timestamps.rfc3339(secondsSince1970: Date().timeIntervalSince1970) }
