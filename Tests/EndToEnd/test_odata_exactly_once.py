@@ -420,8 +420,15 @@ def test_kill_9_during_appends_and_uploads_loses_and_duplicates_nothing(
         # Appends: kill -9 at a random moment of a stream of acknowledged writes.
         for it in range(5):
             writer = Writer(gw, f"CR{it}-", rng, acked, unanswered, local_keys)
+            # The kill point is a random number of acknowledged writes into the stream (plus a random
+            # fraction of one write), not a random time: the queue the uploads must drain then has the same
+            # bounded size however fast the gateway acknowledges writes.
+            target = len(acked) + rng.randint(5, 150)
             writer.start()
-            time.sleep(rng.uniform(0.05, 0.6))
+            wait_until = time.time() + 20
+            while len(acked) < target and writer.is_alive() and time.time() < wait_until:
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0.0, 0.002))
             kill_9(gw)
             writer.halt.set()
             writer.join(timeout=10)
