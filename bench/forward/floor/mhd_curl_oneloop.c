@@ -44,24 +44,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                size_t *upload_data_size, void **con_cls) {
   (void)version;
   loop_t *l = cls;
-  req_t *r = *con_cls;
-  if (r == NULL) {
-    r = calloc(1, sizeof *r);
-    if (!r) return MHD_NO;
-    r->conn = c;
-    *con_cls = r;
-    return MHD_YES;
-  }
-  if (*upload_data_size != 0) {
-    if (!r->too_big && buf_append(&r->body, upload_data, *upload_data_size, MAX_REQ_BODY) != 0) {
-      r->too_big = 1;
-      free(r->body.p);
-      r->body.p = NULL;
-      r->body.len = r->body.cap = 0;
-    }
-    *upload_data_size = 0;
-    return MHD_YES;
-  }
+  int failed;
+  req_t *r = req_collect(c, con_cls, upload_data, upload_data_size, &failed);
+  if (r == NULL) return failed ? MHD_NO : MHD_YES;
   if (r->state == ST_DONE) return queue_upstream(c, r);
   if (r->state != ST_COLLECT) return MHD_NO;
   if (r->too_big) return queue_simple(c, MHD_HTTP_CONTENT_TOO_LARGE);

@@ -128,6 +128,37 @@ static void req_finish(req_t *r, CURLcode rc) {
   r->state = ST_DONE;
 }
 
+/* The access handler's first part, shared by both proxies: creates the request state on the first call
+ * and collects the body (over MAX_REQ_BODY: remembered as too big, the rest discarded). Returns the state
+ * once the body is complete, NULL while the handler should just return MHD_YES (*failed set when it
+ * must return MHD_NO). */
+static req_t *req_collect(struct MHD_Connection *c, void **con_cls, const char *upload_data,
+                          size_t *upload_data_size, int *failed) {
+  req_t *r = *con_cls;
+  *failed = 0;
+  if (r == NULL) {
+    r = calloc(1, sizeof *r);
+    if (!r) {
+      *failed = 1;
+      return NULL;
+    }
+    r->conn = c;
+    *con_cls = r;
+    return NULL;
+  }
+  if (*upload_data_size != 0) {
+    if (!r->too_big && buf_append(&r->body, upload_data, *upload_data_size, MAX_REQ_BODY) != 0) {
+      r->too_big = 1;
+      free(r->body.p);
+      r->body.p = NULL;
+      r->body.len = r->body.cap = 0;
+    }
+    *upload_data_size = 0;
+    return NULL;
+  }
+  return r;
+}
+
 static enum MHD_Result queue_simple(struct MHD_Connection *c, unsigned status) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   if (!resp) return MHD_NO;
