@@ -21,7 +21,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import resource
 import socket
 import sqlite3
@@ -35,6 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "Tests" / "EndToEnd"))
+sys.path.insert(0, str(REPO / "bench"))
+import wrkout  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))  # seconds per wrk / raw-SQLite run
@@ -154,23 +155,11 @@ def status(port: int, name: str) -> dict:
 
 
 # -- measurements --------------------------------------------------------------------------------------
-_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-
-
 def wrk(url: str, script: Path | None) -> dict:
     cmd = ["wrk", "-t1", "-c1", f"-d{DURATION}s", "--latency", url]
     if script:
         cmd[1:1] = ["-s", str(script)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=DURATION + 30).stdout
-    lat = {}
-    for q in ("50", "99"):
-        m = re.search(rf"^\s+{q}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        lat[q] = float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    errors = re.search(r"Socket errors:.*", out)
-    return {"perSec": rps, "p50": lat["50"], "p99": lat["99"], "non2xx": int(bad.group(1)) if bad else 0,
-            "errors": errors.group(0) if errors else ""}
+    return wrkout.parse(subprocess.run(cmd, capture_output=True, text=True, timeout=DURATION + 30).stdout)
 
 
 def raw_sqlite(path: Path) -> dict:
