@@ -69,27 +69,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static int sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
   (void)e;
   loop_t *l = userp;
-  struct epoll_event ev = {0};
-  ev.data.fd = s;
-  if (what == CURL_POLL_REMOVE) {
-    epoll_ctl(l->ep, EPOLL_CTL_DEL, s, NULL);
-    return 0;
-  }
-  ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-  if (socketp == NULL) {
-    if (epoll_ctl(l->ep, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
-      epoll_ctl(l->ep, EPOLL_CTL_MOD, s, &ev);
-    curl_multi_assign(l->multi, s, (void *)1);
-  } else if (epoll_ctl(l->ep, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT) {
-    epoll_ctl(l->ep, EPOLL_CTL_ADD, s, &ev);
-  }
-  return 0;
+  return epoll_track(l->ep, l->multi, s, what, socketp);
 }
 
 static int timer_cb(CURLM *m, long timeout_ms, void *userp) {
   (void)m;
   loop_t *l = userp;
-  l->deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+  timer_track(&l->deadline, timeout_ms);
   return 0;
 }
 

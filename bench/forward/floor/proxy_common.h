@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include "common.h"
 
 typedef struct {
@@ -206,4 +207,27 @@ static long long now_ms(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+/* libcurl's socket callback body for a loop on its own epoll set: mirrors what curl wants on `s`. */
+static int epoll_track(int ep, CURLM *multi, curl_socket_t s, int what, void *socketp) {
+  struct epoll_event ev = {0};
+  ev.data.fd = s;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL); /* may already be closed: ignore */
+    return 0;
+  }
+  ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+  if (socketp == NULL) {
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST) epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev);
+    curl_multi_assign(multi, s, (void *)1);
+  } else if (epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT) {
+    epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+  }
+  return 0;
+}
+
+/* libcurl's timer callback body: the next deadline in now_ms() time, -1 for none. */
+static void timer_track(long long *deadline, long timeout_ms) {
+  *deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+}
+
 #endif
