@@ -1,0 +1,26 @@
+import JSONCore
+import Testing
+
+@testable import SearchEngine
+
+/// Parameters found by the end-to-end search fuzz test (`Tests/EndToEnd/test_algolia_search_fuzz.py`) that
+/// trapped the process: each now gets a 400 or an ordinary (possibly empty) answer.
+@Suite struct HostileParameterTests {
+    @Test func integerParameterOutOfRangeIsA400NotATrap() throws {
+        // 2^63 and 1e300 parse as doubles that do not fit an Int.
+        #expect(intParam(.double(9_223_372_036_854_775_808.0)) == nil)
+        #expect(intParam(.double(1e300)) == nil)
+        #expect(intParam(.double(-1e300)) == nil)
+        #expect(intParam(.double(.nan)) == nil)
+        #expect(intParam(.double(2.5)) == 2)
+        #expect(intParam(.double(-2.5)) == -2)
+        let index = Fixtures.index()
+        for name in ["minWordSizefor1Typo", "minWordSizefor2Typos", "hitsPerPage", "page", "offset"] {
+            var params = JSONObject()
+            params["query"] = "dumas"
+            params[name] = .double(9_223_372_036_854_775_808.0)
+            let error = #expect(throws: SearchError.self) { try search(index, .object(params)) }
+            #expect(error?.status == 400)
+        }
+    }
+}
