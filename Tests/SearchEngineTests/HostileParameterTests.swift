@@ -23,4 +23,22 @@ import Testing
             #expect(error?.status == 400)
         }
     }
+
+    @Test func hugePageOrOffsetGivesAnEmptyPage() throws {
+        let index = Fixtures.index()
+        let max = JSON.int(Int64.max)
+        let byPage = try search(index, ["query": "", "page": max, "hitsPerPage": 20])
+        #expect(ids(byPage).isEmpty)
+        #expect(byPage["nbHits"] == 5)
+        #expect(ids(try search(index, ["query": "", "page": .int(1 << 62), "hitsPerPage": 1000])).isEmpty)
+        let byOffset = try search(index, ["query": "", "offset": max, "length": 1000])
+        #expect(ids(byOffset).isEmpty)
+        #expect(ids(try search(index, ["query": "", "offset": 3, "length": max])) == ["5", "4"])
+    }
+
+    @Test func hugeSynonymPageIsEmpty() {
+        let index = Fixtures.index()
+        let response = index.searchSynonyms(params: ["page": .int(Int64.max), "hitsPerPage": 1000])
+        #expect(response["hits"]?.arrayValue?.isEmpty == true)
+    }
 }
