@@ -36,6 +36,23 @@ import Testing
         #expect(ids(try search(index, ["query": "", "offset": 3, "length": max])) == ["5", "4"])
     }
 
+    @Test func deeplyNestedFilterIsA400() throws {
+        let index = Fixtures.index()
+        for filters in [
+            String(repeating: "(", count: 5000) + "genre:Drama" + String(repeating: ")", count: 5000),
+            String(repeating: "(", count: 5000),
+            String(repeating: "NOT ", count: 5000) + "genre:Drama",
+        ] {
+            let error = #expect(throws: SearchError.self) { try search(index, ["filters": .string(filters)]) }
+            #expect(error?.status == 400)
+        }
+        // Nesting within the limit still works.
+        let nested = String(repeating: "(", count: 20) + "genre:Drama" + String(repeating: ")", count: 20)
+        let flat = ids(try search(index, ["filters": "genre:Drama"]))
+        #expect(!flat.isEmpty)
+        #expect(ids(try search(index, ["filters": .string(nested)])) == flat)
+    }
+
     @Test func hugeSynonymPageIsEmpty() {
         let index = Fixtures.index()
         let response = index.searchSynonyms(params: ["page": .int(Int64.max), "hitsPerPage": 1000])
