@@ -719,7 +719,7 @@ public final class SearchIndex: Sendable {
         let cursorText = cursor ?? merged["cursor"]?.stringValue
         if let cursorText, !cursorText.isEmpty {
             guard let decoded = Base64.decode(cursorText), let state = try? JSON.parse(decoded),
-                let saved = state["p"]?.objectValue, let at = state["o"]?.intValue,
+                let saved = state["p"]?.objectValue, let at = state["o"]?.intValue, at >= 0,
                 state["g"]?.stringValue == generation
             else {
                 throw SearchError(
@@ -737,10 +737,9 @@ public final class SearchIndex: Sendable {
         let words = alternatives.apply(try data.queryWords(options), options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
-        let slice = result.candidates[
-            min(
-                position, result.candidates.count)..<min(
-                    position + hitsPerPage, result.candidates.count)]
+        // A cursor position past the end (a client may edit its cursor) gives an empty page.
+        let from = min(position, result.candidates.count)
+        let slice = result.candidates[from..<min(from + hitsPerPage, result.candidates.count)]
         // Browse never highlights or snippets.
         var forced = merged
         forced["attributesToHighlight"] = .array([])

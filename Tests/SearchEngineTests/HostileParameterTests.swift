@@ -53,6 +53,28 @@ import Testing
         #expect(ids(try search(index, ["filters": .string(nested)])) == flat)
     }
 
+    @Test func editedBrowseCursorPositionIsRefusedOrEmpty() throws {
+        let index = Fixtures.index()
+        let first = try index.browse(["hitsPerPage": 2])
+        let cursor = try #require(first["cursor"]?.stringValue)
+        let decoded = try #require(Base64.decode(cursor))
+        let state = try #require(try JSON.parse(decoded).objectValue)
+        func edited(_ position: JSON) -> String {
+            var s = state
+            s["o"] = position
+            return Base64.encode(JSON.object(s).serializedBytes())
+        }
+        for position: JSON in [.int(-1), .int(Int64.min)] {
+            let error = #expect(throws: SearchError.self) { try index.browse([:], cursor: edited(position)) }
+            #expect(error?.status == 400)
+        }
+        for position: JSON in [.int(Int64.max), .int(1 << 62), .int(5)] {
+            let page = try index.browse([:], cursor: edited(position))
+            #expect(ids(page).isEmpty)
+            #expect(page["cursor"] == nil)
+        }
+    }
+
     @Test func hugeSynonymPageIsEmpty() {
         let index = Fixtures.index()
         let response = index.searchSynonyms(params: ["page": .int(Int64.max), "hitsPerPage": 1000])
