@@ -514,7 +514,9 @@ private struct Context {
         var start = skip
         var pageLimited = false
         if let (offset, pageSize) = paging {
-            start += offset
+            // `$skip` and a skip token's offset are each at most Int.max: past the end saturates (no rows).
+            let (sum, overflow) = start.addingReportingOverflow(offset)
+            start = overflow ? Int.max : sum
             if let top = limit { limit = max(0, top - offset) }
             if let pageSize, pageSize > 0, limit == nil || limit! > pageSize {
                 limit = pageSize
