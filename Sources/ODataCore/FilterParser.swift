@@ -350,8 +350,16 @@ private struct ParserState {
 
     mutating func parseEquality() throws(ODataError) -> Typed {
         var left = try parseRelational()
+        // Each operator of a left-associative chain nests the tree one level deeper: counted as nesting,
+        // so that `1 add 1 add …` cannot build a tree deep enough to overflow the stack later.
+        var chained = 0
+        defer { depth -= chained }
         while case .identifier(let word) = current.kind {
             let opOffset = offset
+            if ["eq", "ne", "has", "in"].contains(word) {
+                try enter()
+                chained += 1
+            }
             switch word {
             case "eq", "ne":
                 advance()
@@ -413,8 +421,12 @@ private struct ParserState {
 
     mutating func parseRelational() throws(ODataError) -> Typed {
         var left = try parseAdditive()
+        var chained = 0
+        defer { depth -= chained }
         while case .identifier(let word) = current.kind, ["gt", "ge", "lt", "le"].contains(word) {
             let opOffset = offset
+            try enter()
+            chained += 1
             advance()
             let right = try parseAdditive()
             try checkComparable(left.1, right.1, word, at: opOffset)
@@ -425,8 +437,12 @@ private struct ParserState {
 
     mutating func parseAdditive() throws(ODataError) -> Typed {
         var left = try parseMultiplicative()
+        var chained = 0
+        defer { depth -= chained }
         while case .identifier(let word) = current.kind, word == "add" || word == "sub" {
             let opOffset = offset
+            try enter()
+            chained += 1
             advance()
             let right = try parseMultiplicative()
             let kind = try arithmeticKind(left.1, right.1, word, at: opOffset)
@@ -437,8 +453,12 @@ private struct ParserState {
 
     mutating func parseMultiplicative() throws(ODataError) -> Typed {
         var left = try parseUnary()
+        var chained = 0
+        defer { depth -= chained }
         while case .identifier(let word) = current.kind, ["mul", "div", "divby", "mod"].contains(word) {
             let opOffset = offset
+            try enter()
+            chained += 1
             advance()
             let right = try parseUnary()
             let kind = try arithmeticKind(left.1, right.1, word, at: opOffset)

@@ -155,8 +155,30 @@ public struct LocalQueryEngine: Sendable {
         } catch let e as LocalReadError {
             throw e
         } catch {
-            throw LocalReadError(500, "InternalError", "local read failed: \(error)")
+            throw LocalReadError(sqlFailure: error)
         }
+    }
+}
+
+extension LocalReadError {
+    /// A failure of SQLite while answering a read: a statement beyond SQLite's limits (a `$filter` with
+    /// lambdas nested a few levels deep overflows its parser stack; a huge expression tree, too many terms
+    /// or variables, too big a value) is a valid query not answered locally (501); anything else is 500.
+    init(sqlFailure error: any Error) {
+        if let e = error as? SQLiteError, Self.beyondLimits(e) {
+            self.init(
+                501, "NotImplemented",
+                "the query is too complex to be answered locally (\(e.message))")
+        } else {
+            self.init(500, "InternalError", "local read failed: \(error)")
+        }
+    }
+
+    static func beyondLimits(_ e: SQLiteError) -> Bool {
+        if e.code == 18 { return true }  // SQLITE_TOOBIG
+        let m = e.message.lowercased()
+        return m.contains("parser stack overflow") || m.contains("expression tree is too large")
+            || m.hasPrefix("too many ") || m.contains("pattern too complex")
     }
 }
 
@@ -185,7 +207,7 @@ private struct Context {
         do { return try body() } catch let e as LocalReadError { throw e } catch let e as ODataCore.ODataError
         {
             throw LocalReadError(e)
-        } catch { throw LocalReadError(500, "InternalError", "local read failed: \(error)") }
+        } catch { throw LocalReadError(sqlFailure: error) }
     }
 
     func layout(forSet set: String?, type: String) throws(LocalReadError) -> MirrorSetLayout {
@@ -514,7 +536,9 @@ private struct Context {
         var start = skip
         var pageLimited = false
         if let (offset, pageSize) = paging {
-            start += offset
+            // `$skip` and a skip token's offset are each at most Int.max: past the end saturates (no rows).
+            let (sum, overflow) = start.addingReportingOverflow(offset)
+            start = overflow ? Int.max : sum
             if let top = limit { limit = max(0, top - offset) }
             if let pageSize, pageSize > 0, limit == nil || limit! > pageSize {
                 limit = pageSize

@@ -59,6 +59,10 @@ struct FilterParser {
     private let scalars: [Unicode.Scalar]
     private var pos = 0
     private let label: String
+    /// Current nesting of parentheses and `NOT`s.
+    private var depth = 0
+    /// Deeper nesting is refused: the parser recurses once per level, on a worker thread's small stack.
+    static let maxDepth = 64
 
     init(_ text: String, label: String = "filters") {
         scalars = Array(text.unicodeScalars)
@@ -147,6 +151,11 @@ struct FilterParser {
     private mutating func parseUnary() throws(SearchError) -> FilterNode {
         skipSpaces()
         let start = pos
+        depth += 1
+        defer { depth -= 1 }
+        guard depth <= Self.maxDepth else {
+            throw failure("Filter nested too deeply (more than \(Self.maxDepth) parentheses or NOTs)")
+        }
         if peekKeyword("NOT") {
             pos += 3
             skipSpaces()

@@ -282,7 +282,9 @@ public final class SearchIndex: Sendable {
         let hitsPerPage = max(0, min(1000, try options.int("hitsPerPage", default: 20)))
         let limit = max(0, min(20_000, try options.int("paginationLimitedTo", default: 1000)))
         let page = max(0, try options.int("page", default: 0))
-        var offset = page * hitsPerPage
+        // A page far past the end saturates instead of overflowing (it is simply empty).
+        let (product, overflow) = page.multipliedReportingOverflow(by: hitsPerPage)
+        var offset = overflow ? Int.max : product
         var length = hitsPerPage
         let usesOffset = merged["offset"] != nil
         if usesOffset {
@@ -293,7 +295,7 @@ public final class SearchIndex: Sendable {
 
         var nbHits = result.candidates.count
         var pageDocs: [Int32] = []
-        let end = min(offset + length, limit)
+        let end = offset >= limit ? limit : min(offset + length, limit)
         if distinct > 0, let groups = data.distinctGroup {
             var seen: [Int32: Int] = [:]
             var kept: [Int32] = []
@@ -717,7 +719,7 @@ public final class SearchIndex: Sendable {
         let cursorText = cursor ?? merged["cursor"]?.stringValue
         if let cursorText, !cursorText.isEmpty {
             guard let decoded = Base64.decode(cursorText), let state = try? JSON.parse(decoded),
-                let saved = state["p"]?.objectValue, let at = state["o"]?.intValue,
+                let saved = state["p"]?.objectValue, let at = state["o"]?.intValue, at >= 0,
                 state["g"]?.stringValue == generation
             else {
                 throw SearchError(
@@ -735,10 +737,9 @@ public final class SearchIndex: Sendable {
         let words = alternatives.apply(try data.queryWords(options), options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
-        let slice = result.candidates[
-            min(
-                position, result.candidates.count)..<min(
-                    position + hitsPerPage, result.candidates.count)]
+        // A cursor position past the end (a client may edit its cursor) gives an empty page.
+        let from = min(position, result.candidates.count)
+        let slice = result.candidates[from..<min(from + hitsPerPage, result.candidates.count)]
         // Browse never highlights or snippets.
         var forced = merged
         forced["attributesToHighlight"] = .array([])
@@ -893,7 +894,8 @@ public final class SearchIndex: Sendable {
             }
             return texts.contains { Normalizer.facetKey($0).contains(query) }
         }
-        let slice = matching.dropFirst(page * hitsPerPage).prefix(hitsPerPage)
+        let (skip, overflow) = page.multipliedReportingOverflow(by: hitsPerPage)
+        let slice = matching.dropFirst(overflow ? Int.max : skip).prefix(hitsPerPage)
         return ["hits": .array(Array(slice)), "nbHits": .int(Int64(matching.count))]
     }
 }

@@ -173,7 +173,8 @@ func boolParam(_ value: JSON?) -> Bool? {
 func intParam(_ value: JSON?) -> Int? {
     switch value {
     case .int(let i)?: return Int(i)
-    case .double(let d)?: return d.isFinite ? Int(d) : nil
+    // Out of Int's range (1e19, 2^63 parsed as a double) is invalid, not a trap.
+    case .double(let d)?: return Int(exactly: d.rounded(.towardZero))
     case .string(let s)?: return Int(s.trimmingSpaces)
     case .bool(let b)?: return b ? 1 : 0
     default: return nil

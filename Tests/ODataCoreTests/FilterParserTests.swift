@@ -227,6 +227,25 @@ import Testing
         #expect(throws: Never.self) { try filter(chain) }
     }
 
+    /// Found by the read fuzz test (`1 add 1 add … eq 1`, 2,000 terms): left-associative chains built a
+    /// tree 2,000 levels deep that overflowed a worker's stack when it was translated; each chained
+    /// operator now counts as a level of nesting.
+    @Test func longLeftAssociativeChainsAreAnErrorNotACrash() {
+        for (op, cmp) in [
+            ("add", " eq 1"), ("sub", " eq 1"), ("mul", " eq 1"), ("div", " eq 1"), ("mod", " eq 1"),
+        ] {
+            let text = Array(repeating: "OrderID", count: 2_000).joined(separator: " \(op) ") + cmp
+            #expect(failure(text)?.message.contains("nested too deeply") == true, "\(op)")
+        }
+        #expect(failure(Array(repeating: "true", count: 2_000).joined(separator: " eq ")) != nil)
+        #expect(failure(Array(repeating: "1", count: 2_000).joined(separator: " lt ")) != nil)
+        // A short chain still parses.
+        #expect(throws: Never.self) { try filter("OrderID add 1 sub 2 mul 3 div 4 mod 5 gt 1") }
+        #expect(throws: Never.self) {
+            try filter((0..<20).map { "OrderID add \($0)" }.joined(separator: " add ") + " eq 1")
+        }
+    }
+
     @Test func garbageNeverCrashes() {
         var generator = SplitMix(seed: 42)
         let alphabet = Array(

@@ -1,5 +1,6 @@
 import Foundation
 import ODataCore
+import Storage
 import Testing
 
 @testable import ODataGateway
@@ -144,6 +145,54 @@ private func read(
             #""@odata.nextLink":"http://gw/odata/x/Orders?$orderby=OrderID&$top=3&$skiptoken=mg1.2""#))
     let (_, rest) = try read(engine, "Orders", "$orderby=OrderID&$top=3&$skiptoken=mg1.2", pageSize: 2)
     #expect(rest.contains("9007199254740993") && !rest.contains("nextLink"))
+}
+
+/// Found by the read fuzz test (`Products?$skiptoken=mg1.5&$skip=9223372036854775807`): `$skip` plus the
+/// skip token's offset overflowed and trapped; a read past the end is now just empty.
+@Test func hugeSkipWithASkipTokenIsAnEmptyPage() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    for query in [
+        "$skip=9223372036854775807&$skiptoken=mg1.5", "$skip=5&$skiptoken=mg1.9223372036854775807",
+        "$skip=9223372036854775807&$skiptoken=mg1.9223372036854775807&$top=9223372036854775807",
+    ] {
+        let (status, body) = try read(engine, "Orders", query, pageSize: 2)
+        #expect(status == 200, "\(query)")
+        #expect(body.contains(#""value":[]"#) && !body.contains("nextLink"), "\(query)")
+    }
+    let (_, refs) = try read(
+        engine, "Customers('ALFKI')/Orders/$ref", "$skip=9223372036854775807&$skiptoken=mg1.1")
+    #expect(refs.contains(#""value":[]"#))
+}
+
+/// Found by the read fuzz test: six nested lambdas (`Orders/any(v0:v0/Customer/Orders/any(v1:…))`) are
+/// valid OData but overflow SQLite's parser stack; that was a 500 InternalError, it is now a 501.
+@Test func filterBeyondSQLiteLimitsIsNotImplementedNot500() throws {
+    let (mirror, _) = try makeMirror()
+    let engine = LocalQueryEngine(mirror: mirror)
+    func lambdas(_ n: Int) -> String {
+        var body = "true"
+        for i in (0..<n).reversed() {
+            body = (i == 0 ? "Orders" : "v\(i - 1)/Customer/Orders") + "/any(v\(i):\(body))"
+        }
+        return body
+    }
+    let (status, _) = try read(engine, "Customers", "$filter=" + lambdas(2))
+    #expect(status == 200)
+    do {
+        _ = try read(engine, "Customers", "$filter=" + lambdas(12))
+        Issue.record("expected an error")
+    } catch {
+        let e = try #require(error as? LocalReadError)
+        #expect(e.status == 501 && e.code == "NotImplemented", "\(e)")
+    }
+    let limit = SQLiteError(code: 1, message: "parser stack overflow")
+    #expect(LocalReadError(sqlFailure: limit).status == 501)
+    #expect(
+        LocalReadError(sqlFailure: SQLiteError(code: 18, message: "string or blob too big")).status == 501)
+    #expect(
+        LocalReadError(sqlFailure: SQLiteError(code: 11, message: "database disk image is malformed")).status
+            == 500)
 }
 
 @Test func errorsAreODataErrors() throws {
