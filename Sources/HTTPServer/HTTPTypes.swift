@@ -124,6 +124,29 @@ public struct HTTPRequest: Sendable {
     }
 }
 
+/// The one check of a request path before routing: dot segments are refused, so that no request can
+/// leave the mount or API prefix it names (libcurl and upstream servers resolve them, and
+/// `/odata/S/../../private` would otherwise reach the upstream host as `/private`).
+public enum RequestPath {
+    /// Why `path` (raw, without the query) is refused, or nil when it is safe to route: a segment that is
+    /// `.` or `..`, also percent-encoded (`%2e%2E`), or one that hides such a segment behind an encoded
+    /// slash or a backslash (`..%2F..`, a backslash between two dots), which some servers split on.
+    public static func refusal(_ path: Substring) -> String? {
+        for raw in path.split(separator: "/", omittingEmptySubsequences: false) {
+            guard raw.utf8.contains(UInt8(ascii: ".")) || raw.utf8.contains(UInt8(ascii: "%")) else {
+                continue
+            }
+            let decoded = FormDecoding.percentDecode(raw)
+            for piece in decoded.split(
+                omittingEmptySubsequences: false, whereSeparator: { $0 == "/" || $0 == "\\" })
+            where piece == "." || piece == ".." {
+                return "the request path contains a dot segment ('\(raw)'); dot segments are not accepted"
+            }
+        }
+        return nil
+    }
+}
+
 /// Decoding of `application/x-www-form-urlencoded` text.
 public enum FormDecoding {
     /// Splits `a=b&c=d` into decoded pairs; `+` is a space.

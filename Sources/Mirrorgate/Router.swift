@@ -87,7 +87,9 @@ final class Router: HTTPHandler {
             return AlgoliaError.response(s, message)
         case .odata(let service):
             return ODataError.response(
-                status, code: status == 413 ? "PayloadTooLarge" : "GatewayError", message,
+                status,
+                code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
+                message,
                 version: service.settings.version ?? .v4)
         default:
             return .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
@@ -105,6 +107,12 @@ final class Router: HTTPHandler {
         let origin = request.headers["Origin"]
         let allowed = origin.map { allowedOrigins.contains($0) || allowedOrigins.contains("*") } ?? false
         let out: any Responder = CORSResponder(inner: responder, origin: allowed ? origin : nil)
+        if let refusal = RequestPath.refusal(request.path) {
+            // Before routing: a dot segment would let libcurl or the upstream resolve the path out of the
+            // mount (or the API prefix) the request names.
+            out.respond(errorResponse(400, refusal, target: request.target))
+            return
+        }
         let r = route(request.path)
         if request.method == "OPTIONS", request.headers["Access-Control-Request-Method"] != nil {
             switch r {

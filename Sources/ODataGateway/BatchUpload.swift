@@ -73,7 +73,7 @@ extension ODataService {
                 response = try UpstreamClient(maxIdleHandles: 0).perform(upstream)
             } catch {
                 forwarder.reachability.reportFailure(error.description)
-                let unknown = error.kind == .connectionLost || error.kind == .timeout
+                let unknown = error.outcomeUnknown
                 if !unknown { try? markAllSent(rows, false) }
                 if unknown, !idempotent, !mayResend {
                     archiveAll(

@@ -189,7 +189,7 @@ extension ODataService {
                 response = try UpstreamClient(maxIdleHandles: 0).perform(upstream)
             } catch {
                 forwarder.reachability.reportFailure(error.description)
-                let unknown = error.kind == .connectionLost || error.kind == .timeout
+                let unknown = error.outcomeUnknown
                 if !unknown { try? queue.markSent(request, false) }
                 if unknown, !idempotent, !mayResend {
                     archive(

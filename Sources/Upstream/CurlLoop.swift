@@ -266,8 +266,7 @@ final class CurlLoopThread: @unchecked Sendable {
             var easy: UnsafeMutableRawPointer?
             var result = CURLE_OK
             guard mg_curl_msg_done(msg, &easy, &result) == 1, let easy else { continue }
-            var connectTime = 0.0
-            mg_curl_getinfo_double(easy, CURLINFO_CONNECT_TIME, &connectTime)
+            let sent = UpstreamClient.progress(easy)
             var code = 0
             mg_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
             guard let t = retire(easy) else { continue }
@@ -285,7 +284,9 @@ final class CurlLoopThread: @unchecked Sendable {
             } else {
                 t.sink.finished(
                     UpstreamClient.mapError(
-                        result, cancelled: t.transfer.cancelled, connected: connectTime > 0))
+                        result, cancelled: t.transfer.cancelled, malformed: t.transfer.malformed,
+                        connected: sent.connected,
+                        requestWritten: sent.requestWritten))
             }
         }
     }

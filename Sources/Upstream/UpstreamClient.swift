@@ -68,6 +68,8 @@ public struct UpstreamError: Error, CustomStringConvertible, Sendable {
         case connectionLost
         /// The caller stopped the transfer (client gone).
         case cancelled
+        /// The upstream's answer was not well-formed HTTP (a garbled status line or header).
+        case malformed
         /// Anything else.
         case other
     }
@@ -79,6 +81,22 @@ public struct UpstreamError: Error, CustomStringConvertible, Sendable {
     public let message: String
     /// Whether a connection had been established before the failure.
     public let connected: Bool
+    /// Whether any byte of the request had been written to the connection before the failure.
+    public let requestWritten: Bool
+
+    /// Creates an error; `requestWritten` defaults to false (nothing was sent).
+    public init(kind: Kind, curlCode: Int32, message: String, connected: Bool, requestWritten: Bool = false) {
+        self.kind = kind
+        self.curlCode = curlCode
+        self.message = message
+        self.connected = connected
+        self.requestWritten = requestWritten
+    }
+
+    /// Whether the upstream may have acted on the request: some of it was written and no complete,
+    /// well-formed response came back (a lost connection, a timeout, garbage or a malformed header in
+    /// the answer alike). A modification failing so is in doubt; one failing otherwise was never sent.
+    public var outcomeUnknown: Bool { requestWritten }
 
     public var description: String {
         "\(kind.rawValue): \(message)"
@@ -168,16 +186,40 @@ public final class UpstreamClient: Sendable {
             }
             return
         }
-        var connectTime = 0.0
-        mg_curl_getinfo_double(raw, CURLINFO_CONNECT_TIME, &connectTime)
-        throw Self.mapError(result, cancelled: transfer.cancelled, connected: connectTime > 0)
+        throw Self.failure(result, cancelled: transfer.cancelled, malformed: transfer.malformed, handle: raw)
     }
 
-    static func mapError(_ code: CURLcode, cancelled: Bool, connected: Bool) -> UpstreamError {
-        let message = String(cString: curl_easy_strerror(code))
+    /// The error for a transfer on `handle` that ended with `code`: whether it had connected and had
+    /// written request bytes (libcurl counts them in `CURLINFO_REQUEST_SIZE` once they are sent).
+    static func failure(
+        _ code: CURLcode, cancelled: Bool, malformed: Bool, handle: UnsafeMutableRawPointer
+    ) -> UpstreamError {
+        let sent = progress(handle)
+        return mapError(
+            code, cancelled: cancelled, malformed: malformed, connected: sent.connected,
+            requestWritten: sent.requestWritten)
+    }
+
+    /// How far the transfer on `handle` got: connected, and request bytes written.
+    static func progress(_ handle: UnsafeMutableRawPointer) -> (connected: Bool, requestWritten: Bool) {
+        var connectTime = 0.0
+        mg_curl_getinfo_double(handle, CURLINFO_CONNECT_TIME, &connectTime)
+        var requestSize = 0
+        mg_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize)
+        return (connectTime > 0, connectTime > 0 && requestSize > 0)
+    }
+
+    static func mapError(
+        _ code: CURLcode, cancelled: Bool, malformed: Bool = false, connected: Bool,
+        requestWritten: Bool = false
+    ) -> UpstreamError {
+        var message = String(cString: curl_easy_strerror(code))
         let kind: UpstreamError.Kind
         if cancelled {
             kind = .cancelled
+        } else if malformed {
+            kind = .malformed
+            message = "the upstream's response head is not well-formed HTTP"
         } else {
             switch code {
             case CURLE_COULDNT_CONNECT: kind = .refused
@@ -191,11 +233,14 @@ public final class UpstreamClient: Sendable {
                 CURLE_HTTP2_STREAM:
                 kind = .connectionLost
             case CURLE_WRITE_ERROR, CURLE_ABORTED_BY_CALLBACK: kind = .cancelled
+            case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL, CURLE_BAD_CONTENT_ENCODING:
+                kind = .malformed
             default: kind = .other
             }
         }
         return UpstreamError(
-            kind: kind, curlCode: Int32(code.rawValue), message: message, connected: connected)
+            kind: kind, curlCode: Int32(code.rawValue), message: message, connected: connected,
+            requestWritten: requestWritten)
     }
 
     /// Sets every option of a transfer except the body; returns the header list to free afterwards.
@@ -299,37 +344,78 @@ final class Transfer {
         return true
     }
 
+    /// Set when the upstream's head was not well-formed HTTP (RFC 9112): the transfer is stopped and
+    /// fails as ``UpstreamError/Kind/malformed``, whatever libcurl would have made of it.
+    var malformed = false
+
     /// One header line as libcurl delivers it (with its CR LF), parsed on the bytes: a status line
-    /// starts a new header block (after 100 Continue or a redirect), a blank line is skipped.
-    func headerLine(_ raw: UnsafeRawBufferPointer) {
+    /// starts a new header block (after 100 Continue or a redirect), a blank line is skipped. Returns
+    /// false for a line that is not well-formed: a status line without a three-digit code, a field
+    /// without a colon or with a name that is not a token, a NUL or bare CR in a value, or a second
+    /// `Content-Length` that differs from the first.
+    func headerLine(_ raw: UnsafeRawBufferPointer) -> Bool {
         var end = raw.count
         while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
-        if end == 0 { return }
+        if end == 0 { return true }
         let line = UnsafeRawBufferPointer(rebasing: raw[0..<end])
         if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {
             // "HTTP/x.y NNN reason"
             status = 0
             headers = []
-            guard let space = line.firstIndex(of: 0x20) else { return }
+            guard let space = line.firstIndex(of: 0x20) else { return false }
             var i = space + 1
             while i < end, line[i] >= 0x30, line[i] <= 0x39 {
                 status = status * 10 + Int(line[i] - 0x30)
                 i += 1
             }
-            return
+            return i == space + 4 && (i == end || line[i] == 0x20)
         }
-        guard let colon = line.firstIndex(of: 0x3A) else { return }
+        if line[0] == 0x20 || line[0] == 0x09 {
+            // obs-fold (RFC 9112 §5.2): a continuation of the previous value, joined with a space.
+            guard !headers.isEmpty else { return false }
+            var v = 0
+            while v < end, line[v] == 0x20 || line[v] == 0x09 { v += 1 }
+            headers[headers.count - 1].value +=
+                " " + String(decoding: UnsafeRawBufferPointer(rebasing: line[v..<end]), as: UTF8.self)
+            return true
+        }
+        guard let colon = line.firstIndex(of: 0x3A), colon > 0,
+            line[0..<colon].allSatisfy(Self.isTokenByte)
+        else { return false }
         var v = colon + 1
         while v < end, line[v] == 0x20 || line[v] == 0x09 { v += 1 }
+        if line[v..<end].contains(where: { $0 == 0 || $0 == 0x0D }) { return false }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[v..<end]), as: UTF8.self)
+        if name.lowercased() == "content-length",
+            let earlier = headers.first(where: { $0.name.lowercased() == "content-length" }),
+            earlier.value != value
+        {
+            return false
+        }
         headers.append((name, value))
+        return true
+    }
+
+    /// tchar of RFC 9110 §5.6.2.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+            UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default: return false
+        }
     }
 
     static let headerCallback: mg_curl_data_callback = { ptr, size, count, userdata in
         let t = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
         let n = size * count
-        if let ptr { t.headerLine(UnsafeRawBufferPointer(start: ptr, count: n)) }
+        if let ptr, !t.headerLine(UnsafeRawBufferPointer(start: ptr, count: n)) {
+            t.malformed = true
+            return 0
+        }
         return n
     }
 

@@ -501,3 +501,60 @@ def test_an_unsupported_result_does_not_teach_support_to_changesets(gateway_fact
     assert s["inDoubt"] == 2 and s["pendingRequests"] == 0, s
     names = sorted(p["ProductName"] for p in products(up.root) if p["ProductName"].startswith("UC-"))
     assert names == ["UC-first-a", "UC-first-b", "UC-lost-a", "UC-lost-b"], names
+
+
+GARBLED_ANSWERS = {
+    "garbage": b"\x00\xff\xfe not http at all\r\n\r\n",
+    "header-without-colon": b"HTTP/1.1 201 Created\r\nContent-Type application/json\r\n\r\n{}",
+    "bad-status-code": b"HTTP/1.1 2x1 Created\r\nContent-Length: 2\r\n\r\n{}",
+    "two-content-lengths": b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nContent-Length: 9\r\n\r\n{}",
+    "nul-in-header": b"HTTP/1.1 201 Created\r\nX-Bad: a\x00b\r\nContent-Length: 2\r\n\r\n{}",
+    "truncated-body": b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{"ProductID":',
+}
+
+
+@pytest.mark.parametrize("garble", sorted(GARBLED_ANSWERS), ids=sorted(GARBLED_ANSWERS))
+def test_a_garbled_answer_after_the_upstream_committed_is_in_doubt_not_resent(gateway_factory, odata_upstream, garble):
+    """Issue 19 D1: an answer that is not a complete, well-formed HTTP response after the request was
+    written is an unknown outcome, exactly like a lost one: without repeatability support a POST, a PATCH
+    and a changeset are held in doubt (ErrorArchive `MG_IN_DOUBT`) and each exists once upstream."""
+    up = odata_upstream
+    dropper = ResponseDropper(up.origin, methods=("POST", "PATCH")).start()
+    try:
+        gw = gateway_factory(
+            nw_config(dropper.url + "/nw.svc/", routing="localFirst", upstreamSupportsRepeatability="false")
+        )
+        wait_downloaded(gw, "nw")
+        wait_idle(gw)
+        dropper.garble = GARBLED_ANSWERS[garble]
+        dropper.drop_next(3)  # localFirst: only the upload sends POST/PATCH, these three in order
+        post(gw, "GA-post")
+        patch(gw, "7", "GA-patch")
+        batch = {
+            "requests": [
+                {
+                    "id": str(i),
+                    "atomicityGroup": "g",
+                    "method": "POST",
+                    "url": "Products",
+                    "headers": {"content-type": "application/json"},
+                    "body": {"ProductName": name, "UnitPrice": 1.0, "Discontinued": False},
+                }
+                for i, name in enumerate(["GA-cs-a", "GA-cs-b"])
+            ]
+        }
+        r = requests.post(gw.url(MOUNT + "$batch"), json=batch, headers={"Accept": "application/json"}, timeout=10)
+        assert r.status_code == 200, r.text
+        upload_until_empty(gw)
+        s = status_of(gw)
+        assert s["pendingRequests"] == 0 and s["inDoubt"] == 4 and s["errorArchive"] == 4, s
+        assert dropper.dropped == 3
+        assert upstream_writes(up, "GA-") == {"GA-post": 1, "GA-patch": 1}
+        names = sorted(p["ProductName"] for p in products(up.root) if p["ProductName"].startswith("GA-"))
+        assert names == ["GA-cs-a", "GA-cs-b", "GA-patch", "GA-post"], names
+        archive = requests.get(
+            gw.url("/_mirrorgate/odata/nw/ErrorArchive"), headers={"Accept": "application/json"}, timeout=10
+        ).json()["value"]
+        assert sorted(e["Code"] for e in archive) == ["MG_IN_DOUBT"] * 4, archive
+    finally:
+        dropper.stop()

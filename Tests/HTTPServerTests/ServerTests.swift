@@ -138,3 +138,23 @@ final class ResultBox: @unchecked Sendable {
         #expect(MHDCallbacks.decimal("123456789012345678") == 123_456_789_012_345_678)
     }
 }
+
+@Suite struct RequestPathTests {
+    @Test func dotSegmentsAreRefusedInEveryDisguise() {
+        for path in [
+            "/odata/S/../../private", "/odata/S/Customers/../../..", "/1/indexes/../../x", "/a/./b",
+            "/odata/S/%2e%2E/x", "/odata/S/.%2e/x", "/odata/S/..%2F..%2Fprivate", "/odata/S/..%5c..%5cx",
+            "/a/..\\..\\x", "/a/..",
+        ] {
+            #expect(RequestPath.refusal(Substring(path)) != nil, "\(path)")
+        }
+    }
+
+    @Test func dotsInsideSegmentsAreOrdinaryText() {
+        for path in [
+            "/odata/S/Products('..')", "/1/indexes/a..b/query", "/odata/S/v1.2/x", "/", "/a//b", "/a/...b",
+        ] {
+            #expect(RequestPath.refusal(Substring(path)) == nil, "\(path)")
+        }
+    }
+}

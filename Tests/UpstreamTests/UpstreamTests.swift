@@ -23,6 +23,37 @@ import Testing
             UpstreamClient.mapError(CURLE_WRITE_ERROR, cancelled: true, connected: true).kind == .cancelled)
     }
 
+    @Test func anOutcomeIsUnknownOnceRequestBytesWereWritten() {
+        let garbled = UpstreamClient.mapError(
+            CURLE_WEIRD_SERVER_REPLY, cancelled: false, connected: true, requestWritten: true)
+        #expect(garbled.kind == .malformed && garbled.outcomeUnknown)
+        let refused = UpstreamClient.mapError(CURLE_COULDNT_CONNECT, cancelled: false, connected: false)
+        #expect(!refused.outcomeUnknown)
+        let headerCheck = UpstreamClient.mapError(
+            CURLE_WRITE_ERROR, cancelled: false, malformed: true, connected: true, requestWritten: true)
+        #expect(headerCheck.kind == .malformed && headerCheck.outcomeUnknown)
+    }
+
+    @Test func responseHeadsThatAreNotWellFormedAreRefused() {
+        let t = Transfer(onHead: { _, _ in true }, onData: { _ in true })
+        func line(_ text: String) -> Bool {
+            Array((text + "\r\n").utf8).withUnsafeBytes { t.headerLine($0) }
+        }
+        #expect(line("HTTP/1.1 201 Created") && t.status == 201)
+        #expect(line("Content-Type: application/json"))
+        #expect(line("\tcontinued"))
+        #expect(t.headers.last?.value == "application/json continued")
+        #expect(line("Content-Length: 2") && line("Content-Length: 2"))
+        #expect(!line("Content-Length: 3"))
+        #expect(!line("Content-Type application/json"))
+        #expect(!line("Bad Name: x"))
+        #expect(!line(": empty name"))
+        #expect(!line("X-Nul: a\u{0}b"))
+        #expect(!line("HTTP/1.1 2x1 Created"))
+        #expect(!line("HTTP/1.1 20 Created"))
+        #expect(line(""))
+    }
+
     @Test func refusedConnectionIsTypedAndFast() {
         let client = UpstreamClient()
         let start = ContinuousClock.now

@@ -162,7 +162,8 @@ class ResponseDropper(LoopbackProxy):
     method is in `methods`, the upstream's response is read in full and then the client connection is
     closed without a byte of answer: the request took effect, the sender cannot know. With
     `drop_first_of = HEADER`, instead the first response of every distinct value of that request header
-    (e.g. `Repeatability-Request-ID`) is lost, so that each request is answered only on its retry. The origin's own
+    (e.g. `Repeatability-Request-ID`) is lost, so that each request is answered only on its retry. With
+    `garble` set (bytes), a lost response is replaced by those bytes before the connection closes. The origin's own
     URLs in answers are replaced by the proxy's (it stands in for the origin's canonical name).
     Counters: `dropped`, `forwarded` (per method). `stop()` keeps the port for a later `start()`.
     """
@@ -174,6 +175,7 @@ class ResponseDropper(LoopbackProxy):
         self._seen_keys: set[str] = set()
         self.dropped = 0
         self.forwarded: dict[str, int] = {}
+        self.garble: bytes | None = None
         self._lock = threading.Lock()
         super().__init__(origin, port)
 
@@ -203,6 +205,14 @@ class ResponseDropper(LoopbackProxy):
             self.dropped += 1 if lose else 0
         if lose:
             h.close_connection = True
+            if self.garble is not None:
+                # Instead of silence, an answer that is not well-formed HTTP (garbage, a malformed header,
+                # a truncated body), then the connection closes.
+                try:
+                    h.wfile.write(self.garble)
+                    h.wfile.flush()
+                except OSError:
+                    pass
             return
         data = self.rewrite(data)
         h.send_response_only(status, reason)
