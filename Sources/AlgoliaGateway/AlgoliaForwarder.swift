@@ -1,4 +1,5 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import Proxying
@@ -183,7 +184,7 @@ public final class AlgoliaForwarder: Sendable {
             options.streamTimeout = remaining + .seconds(1)
             options.isCancelled = hooks.isCancelled
             if hooks.originHeader {
-                options.adjustHeaders = { $0.set("X-Mirrorgate-Origin", "remote") }
+                options.adjustHeaders = { $0.set(MirrorgateHeader.origin, "remote") }
             }
             if hooks.tagBody {
                 options.transformIf = { status in (200..<300).contains(status) }

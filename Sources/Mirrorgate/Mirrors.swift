@@ -1,6 +1,7 @@
 import AlgoliaGateway
 import Foundation
 import GatewayConfig
+import GatewaySupport
 import JSONCore
 import Logging
 import SearchEngine
@@ -22,7 +23,8 @@ final class MirrorCoordinator: Sendable {
     private let reachability: ReachabilityTracker?
     private let events: EventBus
     private let logger: Logger
-    private let stopped = Atomic<Bool>(false)
+    /// The scheduler's periodic check, cancelled by `stop`.
+    private let ticker = Mutex<ScheduledWork?>(nil)
 
     init(
         configuration: MirrorgateConfiguration, store: IndexStore?, state: DatabasePool?,
@@ -100,28 +102,24 @@ final class MirrorCoordinator: Sendable {
         mirrors = built
     }
 
-    /// Starts the scheduler thread (checks every 250 ms what is due), and syncs every mirror whose last
-    /// run failed as soon as the upstream is reachable again.
+    /// Starts the scheduler (a timer that checks every 250 ms what is due; syncs run on threads of their
+    /// own), and syncs every mirror whose last run failed as soon as the upstream is reachable again.
     func start() {
         guard !mirrors.isEmpty, fetcher != nil else { return }
         reachability?.onChange { [self] up in
             guard up else { return }
             for mirror in mirrors.values where mirror.lastRunFailed || mirror.isSyncDue() { launch(mirror) }
         }
-        let thread = Thread { [self] in
-            while !self.stopped.load(ordering: .relaxed) {
-                for mirror in self.mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
-                where mirror.isSyncDue() && (self.reachability?.isReachable ?? true) {
-                    self.launch(mirror)
-                }
-                usleep(250_000)
+        let work = Scheduler.shared.repeating(every: .milliseconds(250)) { [self] in
+            for mirror in mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
+            where mirror.isSyncDue() && (reachability?.isReachable ?? true) {
+                launch(mirror)
             }
         }
-        thread.name = "mg-sync-scheduler"
-        thread.start()
+        ticker.withLock { $0 = work }
     }
 
-    func stop() { stopped.store(true, ordering: .relaxed) }
+    func stop() { ticker.withLock { $0?.cancel() } }
 
     /// Starts a sync in the background; false if one is running.
     @discardableResult

@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import ODataCore
 import Storage
 import Upstream
@@ -121,7 +122,11 @@ extension ODataService {
             if status == 500, attempts < 2 {
                 for r in rows { try? queue.countAttempt(r) }
                 attempts += 1
-                Thread.sleep(forTimeInterval: 0.2 * Double(attempts))
+                // The upstream answered (a definite failure, not in doubt): at shutdown, stop here.
+                if !stopSignal.sleep(for: .milliseconds(200 * attempts)) {
+                    try? markAllSent(rows, false)
+                    return (.stop, n)
+                }
                 continue
             }
             let (code, message) = Self.errorDetails(errorBody)

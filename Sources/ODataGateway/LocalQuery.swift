@@ -1,3 +1,4 @@
+import HTTPCore
 import ODataCore
 import Storage
 
@@ -715,22 +716,12 @@ private struct Context {
             default: return "null"
             }
         }
-        if keys.count == 1 { return "(" + percentEncodePath(literal(keys[0])) + ")" }
-        return "(" + keys.map { $0.name + "=" + percentEncodePath(literal($0)) }.joined(separator: ",") + ")"
-    }
-
-    func percentEncodePath(_ s: String) -> String {
-        var out = ""
-        for b in s.utf8 {
-            switch b {
-            case 48...57, 65...90, 97...122, 45, 46, 95, 126, 39, 40, 41, 44, 58, 61, 43, 64, 33, 36, 42, 59:
-                out.append(Character(Unicode.Scalar(b)))
-            default:
-                let hex = Array("0123456789ABCDEF")
-                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
-            }
+        if keys.count == 1 {
+            return "(" + FormCodec.percentEncode(literal(keys[0]), keeping: .pathSegment) + ")"
         }
-        return out
+        return "("
+            + keys.map { $0.name + "=" + FormCodec.percentEncode(literal($0), keeping: .pathSegment) }.joined(
+                separator: ",") + ")"
     }
 
     func convert(_ value: RawJSON, type: EdmPrimitiveType?) -> RawJSON {

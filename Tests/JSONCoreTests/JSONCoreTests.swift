@@ -1,3 +1,4 @@
+import HTTPCore
 import Testing
 
 @testable import JSONCore
@@ -150,7 +151,7 @@ import Testing
         let text = JSON.formEncode(object)
         #expect(text == "query=a%20b%26c&hitsPerPage=3&facets=%5B%22x%22%2C%22y%22%5D")
         #expect(JSON.parseAlgoliaParams(text) == object)
-        #expect(JSON.percentDecode(Array("%zz%4".utf8)) == "%zz%4")
+        #expect(FormCodec.percentDecode(bytes: Array("%zz%4".utf8), plusAsSpace: true) == "%zz%4")
     }
 }
 
