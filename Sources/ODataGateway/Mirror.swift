@@ -99,15 +99,7 @@ public final class ODataMirror: Sendable {
     /// Opens (creating) the mirror file and loads a stored model if any.
     public init(path: String) throws {
         pool = try DatabasePool(path: path, options: DatabaseOptions(synchronous: .normal), readers: 4)
-        try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
-                CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
-                  query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
-                  PRIMARY KEY (request, entitySet));
-                """)
-        }
+        try Self.migrator.migrate(pool)
         if let bytes = try pool.read({ db in
             try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)
         }
@@ -118,6 +110,21 @@ public final class ODataMirror: Sendable {
             }
         }
     }
+
+    /// The mirror's own tables (entity and link tables follow the model, see ``install(metadata:)``).
+    /// The first migration accepts the tables of releases before migrations (created if missing).
+    static let migrator = Migrator(
+        table: "_mg_migrations_mirror",
+        [
+            Migration(
+                "1-meta-and-scope",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
+                    CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
+                      query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
+                      PRIMARY KEY (request, entitySet));
+                    """)
+        ])
 
     /// The loaded model, if `$metadata` was ever stored.
     public var model: MirrorModel? { current.withLock { $0 } }
