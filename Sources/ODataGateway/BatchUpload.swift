@@ -237,7 +237,7 @@ extension ODataService {
                     set: set, old: key, new: server, stringKey: ODataRequestQueue.unquote(key), in: db)
                 try replaceMirrorKey(db, model: m, layout: layout, old: key, new: server, entity: members)
             } else if keys.count == 1, let literal = Self.parseKeyLiteral(key, keys[0], m.version) {
-                let value = writeValue(m.mapping.binding(for: literal, type: keys[0].type))
+                let value = SQLValue(m.mapping.binding(for: literal, type: keys[0].type))
                 try db.run("DELETE FROM \(q(set)) WHERE \(q(keys[0].name)) = ?", [value])
             }
         }

@@ -411,7 +411,7 @@ extension ODataService {
             let newLiteral = Self.parseKeyLiteral(new, keys[0], m.version)
         else { return }
         let keyColumn = q(keys[0].name)
-        let oldValue = writeValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
+        let oldValue = SQLValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
         guard
             let row = try db.query("SELECT \"_json\" FROM \(table) WHERE \(keyColumn) = ?", [oldValue]).first
         else { return }
@@ -423,7 +423,7 @@ extension ODataService {
                         == nil
             }
         } else if let i = properties.firstIndex(where: { $0.0 == keys[0].name }) {
-            let newValue = writeValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
+            let newValue = SQLValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
             switch newValue {
             case .integer(let n): properties[i].1 = .number(String(n))
             case .text(let t): properties[i].1 = .string(t)
