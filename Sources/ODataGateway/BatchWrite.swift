@@ -1,6 +1,7 @@
 import Foundation
 import GatewaySupport
 import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 

@@ -1,5 +1,6 @@
 import GatewaySupport
 import HTTPCore
+import JSONCore
 import ODataCore
 
 /// One read inside a `$batch`.

@@ -1,4 +1,5 @@
 import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 

@@ -207,3 +207,27 @@ func randomJSON(_ g: inout SplitMix, depth: Int) -> JSON {
         #expect(throws: JSONParseError.self) { try JSON.forEachArrayElement(Array("{}".utf8)) { _, _ in } }
     }
 }
+
+@Suite struct RawJSONTests {
+    @Test func numbersStayAsWrittenAndMembersInOrderWithDuplicates() throws {
+        let raw = try RawJSON.parse(
+            #"{"b":22.00,"a":12345678901234567890,"b":-0.5e+3,"s":"x\u00e9\ud83d\ude00"}"#)
+        #expect(raw.serialized() == #"{"b":22.00,"a":12345678901234567890,"b":-0.5e+3,"s":"xé😀"}"#)
+        #expect(raw.members?.map(\.0) == ["b", "a", "b", "s"])
+        // The same text through the JSON representation: numbers typed, the last duplicate wins.
+        let json = try JSON.parse(#"{"b":22.00,"a":12,"b":-0.5e+3}"#)
+        #expect(json == ["b": -500.0, "a": 12])
+    }
+
+    @Test func theOneParserIsStrictForBothRepresentations() {
+        for bad in ["01", "1.", "-", "1e", #""\ud800""#, "\"a\u{01}b\"", "[1,]", "{", "nul", "[1] 2"] {
+            #expect(throws: RawJSONError.self, "\(bad)") { try RawJSON.parse(bad) }
+            #expect(throws: JSONParseError.self, "\(bad)") { try JSON.parse(bad) }
+        }
+        let deep =
+            String(repeating: "[", count: RawJSON.maxDepth + 1)
+            + String(repeating: "]", count: RawJSON.maxDepth + 1)
+        #expect(throws: RawJSONError.self) { try RawJSON.parse(deep) }
+        #expect((try? JSON.parse(deep)) != nil)  // JSON's own limit is deeper
+    }
+}

@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewaySupport
 import HTTPCore
+import JSONCore
 import Logging
 import Storage
 import Testing
