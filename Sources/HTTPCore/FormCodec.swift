@@ -24,6 +24,12 @@ public enum FormCodec {
         /// `Set('a b',x=1)` in links the gateway writes.
         public static let pathSegment = Keep("'()*+,;=:@!$")
 
+        /// What may stand in a URL as it is: printable ASCII except space and `"<>\^`{|}`. Reserved
+        /// characters and `%` stay, so a query that is already encoded (`a%20b&c=d`) passes unchanged and
+        /// only what a URL cannot hold (spaces, quotes, non-ASCII) is escaped.
+        public static let url = Keep(
+            "!#$%&'()*+,/:;=?@[]" + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
         func keeps(_ byte: UInt8) -> Bool { table[Int(byte)] }
     }
 

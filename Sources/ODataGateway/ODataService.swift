@@ -698,19 +698,7 @@ public final class ODataService: Sendable {
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
-    static func encodeQuery(_ q: String) -> String {
-        var out = ""
-        for b in q.utf8 {
-            switch b {
-            case 32: out += "%20"
-            case 34, 60, 62, 92, 94, 96, 123, 124, 125, 0..<32, 127...255:
-                let hex = Array("0123456789ABCDEF")
-                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
-            default: out.append(Character(Unicode.Scalar(b)))
-            }
-        }
-        return out
-    }
+    static func encodeQuery(_ q: String) -> String { FormCodec.percentEncode(q, keeping: .url) }
 
     /// Splits one wire entity into its structural properties (stored for `set`) and the entities expanded
     /// inside it (stored for their own sets); the links an expanded navigation without referential

@@ -22,6 +22,9 @@ import Testing
         #expect(FormCodec.percentEncode("a b/é~") == "a%20b%2F%C3%A9~")
         #expect(FormCodec.percentEncode("'x y',k=1&z", keeping: .pathSegment) == "'x%20y',k=1%26z")
         #expect(FormCodec.encode([("q", "a&b"), ("n", "1")]) == "q=a%26b&n=1")
+        #expect(
+            FormCodec.percentEncode("$filter=a b%20\"é'&x{|}", keeping: .url)
+                == "$filter=a%20b%20%22%C3%A9'&x%7B%7C%7D")
         let text = "päth/with spaces?&=+%"
         #expect(FormCodec.percentDecode(Substring(FormCodec.percentEncode(text))) == text)
     }
