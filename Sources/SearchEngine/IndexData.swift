@@ -424,7 +424,8 @@ private struct Builder {
                 for (key, value) in object where key != "objectID" && key != "_geoloc" {
                     if slotByPath[key] == nil {
                         slotByPath[key] = slots.count
-                        slots.append(makeSlot(key, rank: 0, unordered: true))
+                        // Algolia's default: every attribute at one priority, word position ranked.
+                        slots.append(makeSlot(key, rank: 0, unordered: false))
                     }
                     indexValue(value, slot: slotByPath[key]!)
                 }

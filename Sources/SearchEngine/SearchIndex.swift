@@ -117,6 +117,14 @@ public final class SearchIndex: Sendable {
     /// Number of records.
     public var objectCount: Int { data.count }
 
+    /// The index settings the local engine does not apply (each local answer names them in its
+    /// `message`; `mirrorgate status` can list them).
+    public var ignoredSettings: [String] {
+        ParameterAudit.ignored(settingsJSON.objectValue ?? JSONObject(), settings: true).map {
+            "setting " + $0
+        }
+    }
+
     /// All records in index order (parsed from the compact stored form on each call).
     public var records: [JSON] { (0..<data.count).map { data.record($0) } }
 
@@ -202,10 +210,71 @@ public final class SearchIndex: Sendable {
             }
             any = true
         }
-        if let precision = options.params["aroundPrecision"].flatMap(numberOrString) {
+        if geo.boxes.isEmpty, let polygons = options.params["insidePolygon"], !polygons.isNull {
+            geo.polygons = try Self.polygons(polygons)
+            geo.center = nil
+            geo.radius = nil
+            any = true
+        }
+        if geo.center != nil && geo.radius == nil, let minimum = options.params["minimumAroundRadius"],
+            !minimum.isNull
+        {
+            guard let meters = numberOrString(minimum), meters >= 1 else {
+                throw SearchError(status: 400, message: "minimumAroundRadius: expected meters >= 1")
+            }
+            _ = meters
+        }
+        switch options.value("aroundPrecision") {
+        case nil, .null?: break
+        case .array(let ranges)?:
+            for range in ranges {
+                guard let from = range["from"].flatMap(numberOrString),
+                    let value = range["value"].flatMap(numberOrString)
+                else {
+                    throw SearchError(
+                        status: 400,
+                        message: "aroundPrecision: expected a number or [{\"from\": m, \"value\": m}, …]")
+                }
+                geo.precisionRanges.append((from, value))
+            }
+            geo.precisionRanges.sort { $0.from < $1.from }
+        case let value?:
+            guard let precision = numberOrString(value) else {
+                throw SearchError(status: 400, message: "aroundPrecision: expected a number of meters")
+            }
             geo.precision = precision
         }
         return any ? geo : nil
+    }
+
+    /// `insidePolygon`: one polygon as a flat list (or a string) of lat,lng pairs, or a list of them.
+    static func polygons(_ value: JSON) throws(SearchError) -> [[(lat: Double, lng: Double)]] {
+        var lists: [[Double]] = []
+        switch value {
+        case .string(let text):
+            let trimmed = text.trimmingSpaces
+            if trimmed.hasPrefix("["), let parsed = try? JSON.parse(trimmed) { return try polygons(parsed) }
+            lists = [text.split(separator: ",").map { Double($0.trimmingSpaces) ?? .nan }]
+        case .array(let items):
+            if items.allSatisfy({ $0.arrayValue != nil }) {
+                lists = items.map { ($0.arrayValue ?? []).map { numberOrString($0) ?? .nan } }
+            } else {
+                lists = [items.map { numberOrString($0) ?? .nan }]
+            }
+        default: break
+        }
+        guard !lists.isEmpty else {
+            throw SearchError(
+                status: 400, message: "insidePolygon: expected lists of at least 3 lat,lng points")
+        }
+        return try lists.map { numbers throws(SearchError) in
+            guard numbers.count >= 6, numbers.count % 2 == 0, numbers.allSatisfy(\.isFinite) else {
+                throw SearchError(
+                    status: 400,
+                    message: "insidePolygon: a polygon needs at least 3 points (6 numbers: lat,lng,…)")
+            }
+            return stride(from: 0, to: numbers.count, by: 2).map { (numbers[$0], numbers[$0 + 1]) }
+        }
     }
 
     // MARK: - Search
@@ -270,14 +339,96 @@ public final class SearchIndex: Sendable {
         return filterResponseFields(response, outcome.options)
     }
 
+    /// The filter score function (`filters` criterion and `_rankingInfo.filters`) when scores matter:
+    /// `optionalFilters`, explicit `<score=N>`, or `sumOrFiltersScores` over OR groups.
+    private func filterScoring(_ options: SearchOptions, _ filter: CompiledFilter) throws(SearchError)
+        -> ((Int) -> Int)?
+    {
+        var optional = CompiledFilter([], data: data)
+        if let value = options.value("optionalFilters"), !value.isNull {
+            optional = CompiledFilter(
+                try parseArrayFilters(value, kind: .facet, name: "optionalFilters"), data: data)
+        }
+        let sumOr = options.bool("sumOrFiltersScores", default: false)
+        let scored = filter.groups.contains { group in group.contains { $0.score != 1 } }
+        let orGroups = filter.groups.contains { $0.count > 1 }
+        guard !optional.isEmpty || scored || (sumOr && orGroups) else { return nil }
+        return { doc in filter.score(doc, sumOr: sumOr) + optional.score(doc, sumOr: sumOr) }
+    }
+
+    /// `removeWordsIfNoResults`: the optional flags to try in turn when the query matched nothing.
+    private static func removalAttempts(_ mode: String, words: [QueryWord]) -> [[Bool]] {
+        let n = words.count
+        guard n > 1 else { return [] }
+        switch mode {
+        case "lastWords":
+            return (1...min(5, n - 1)).map { k in (0..<n).map { $0 >= n - k } }
+        case "firstWords":
+            return (1...min(5, n - 1)).map { k in (0..<n).map { $0 < k } }
+        case "allOptional":
+            return [[Bool](repeating: true, count: n)]
+        default:
+            return []
+        }
+    }
+
+    /// The original query with the words made optional wrapped in `<em>` (Algolia's
+    /// `queryAfterRemoval`).
+    private func queryAfterRemoval(_ query: String, words: [QueryWord], removed: [Bool]) -> String {
+        var out = ""
+        var utf8 = Array(query.utf8)
+        var cursor = 0
+        var w = 0
+        for token in data.normalizer.tokens(query) {
+            guard w < words.count else { break }
+            guard token.normalized == words[w].bytes else { continue }
+            out += String(decoding: utf8[cursor..<token.start], as: UTF8.self)
+            let text = String(decoding: utf8[token.start..<token.end], as: UTF8.self)
+            out += removed[w] ? "<em>" + text + "</em>" : text
+            cursor = token.end
+            w += 1
+        }
+        out += String(decoding: utf8[cursor...], as: UTF8.self)
+        utf8 = []
+        return out
+    }
+
     private func prepare(_ params: JSON) throws(SearchError) -> Prepared {
         let merged = Self.mergedParameters(params)
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
+        let scoring = try filterScoring(options, filter)
         let geo = try geoQuery(options)
-        let words = alternatives.apply(try data.queryWords(options), options)
-        let result = data.match(options, words: words, filter: filter, geo: geo)
-        let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
+        var parsed = try data.parseQuery(options)
+        parsed.words = alternatives.apply(parsed.words, options)
+        let removalMode = options.string("removeWordsIfNoResults") ?? "none"
+        guard ["none", "lastWords", "firstWords", "allOptional"].contains(removalMode) else {
+            throw SearchError(
+                status: 400,
+                message:
+                    "Invalid value for removeWordsIfNoResults: \(removalMode) (expected none, lastWords, firstWords or allOptional)"
+            )
+        }
+        var words = parsed.words
+        var result = data.match(
+            options, words: words, filter: filter, geo: geo, exclusions: parsed.exclusions,
+            phrases: parsed.phrases)
+        var afterRemoval: String?
+        if result.candidates.isEmpty {
+            for flags in Self.removalAttempts(removalMode, words: parsed.words) {
+                data.recycle(result)
+                words = parsed.words
+                for i in words.indices where flags[i] { words[i].optional = true }
+                result = data.match(
+                    options, words: words, filter: filter, geo: geo, exclusions: parsed.exclusions,
+                    phrases: parsed.phrases)
+                if !result.candidates.isEmpty {
+                    afterRemoval = queryAfterRemoval(options.query, words: parsed.words, removed: flags)
+                    break
+                }
+            }
+        }
+        let ranker = try Ranker(data: data, match: result, options: options, geo: geo, filterScore: scoring)
 
         let hitsPerPage = max(0, min(1000, try options.int("hitsPerPage", default: 20)))
         let limit = max(0, min(20_000, try options.int("paginationLimitedTo", default: 1000)))
@@ -343,6 +494,18 @@ public final class SearchIndex: Sendable {
             response["aroundLatLng"] = .string("\(center.lat),\(center.lng)")
         }
         response["query"] = .string(options.query)
+        if let afterRemoval { response["queryAfterRemoval"] = .string(afterRemoval) }
+        if let rendering = options.value("renderingContent"), !rendering.isNull {
+            response["renderingContent"] = rendering
+        }
+        var ignored = ignoredSettings + ignoredParameters(.object(merged))
+        for (feature, languages) in parsed.unsupportedLanguages.sorted(by: { $0.key < $1.key }) {
+            ignored.append("\(feature) for \(languages.joined(separator: ", "))")
+        }
+        if !ignored.isEmpty {
+            response["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
         var echo = merged
         echo["cursor"] = nil
         response["params"] = .string(JSON.formEncode(echo))
@@ -610,8 +773,10 @@ public final class SearchIndex: Sendable {
                 "nbTypos": .int(Int64(v.typos)), "firstMatchedWord": .int(Int64(v.firstMatchedWord)),
                 "proximityDistance": .int(Int64(v.proximity)),
                 "userScore": .int(Int64(data.count - Int(data.customRank[doc]))),
-                "geoDistance": .int(Int64(v.geoDistance)), "geoPrecision": .int(Int64(ranker.geoPrecision)),
-                "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)), "filters": 0,
+                "geoDistance": .int(Int64(v.geoDistance)),
+                "geoPrecision": .int(Int64(ranker.precision(at: Double(v.geoDistance)))),
+                "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)),
+                "filters": .int(Int64(v.filters)),
             ]
             if let geo = ranker.geo, let center = geo.center, let points = data.geo?[doc], !points.isEmpty {
                 let best = points.min { haversine(center, $0) < haversine(center, $1) }!
@@ -787,7 +952,13 @@ public final class SearchIndex: Sendable {
     /// The settings as given. `getVersion` 1 (Algolia's default) adds the legacy `synonyms` list (groups of
     /// multi-way synonyms) when the settings don't carry one; 2 removes it.
     public func settings(getVersion: Int? = nil) -> JSON {
-        guard case .object(var object) = settingsJSON else { return settingsJSON }
+        guard case .object(let given) = settingsJSON else { return settingsJSON }
+        // Algolia's answer carries its defaults for the settings never set (null ones left out).
+        var object = Self.defaultSettings
+        for (key, value) in given {
+            if value.isNull { continue }
+            object[key] = value
+        }
         if getVersion == 2 {
             object["synonyms"] = nil
         } else if object["synonyms"] == nil {
@@ -801,6 +972,16 @@ public final class SearchIndex: Sendable {
         }
         return .object(object)
     }
+
+    /// The settings Algolia's `getSettings` reports when they were never set, in its order.
+    static let defaultSettings: JSONObject = [
+        "minWordSizefor1Typo": 4, "minWordSizefor2Typos": 8, "hitsPerPage": 20, "maxValuesPerFacet": 100,
+        "paginationLimitedTo": 1000, "exactOnSingleWordQuery": "attribute",
+        "ranking": ["typo", "geo", "words", "filters", "proximity", "attribute", "exact", "custom"],
+        "separatorsToIndex": "", "removeWordsIfNoResults": "none", "queryType": "prefixLast",
+        "highlightPreTag": "<em>", "highlightPostTag": "</em>", "snippetEllipsisText": "…",
+        "alternativesAsExact": ["ignorePlurals", "singleWordSynonym"],
+    ]
 
     /// `searchForFacetValues` on a `searchable()` facet: values among the records matching `params`
     /// (query and filters) whose words start with the `facetQuery` words, highlighted, by count.
