@@ -1,7 +1,7 @@
 import JSONCore
 import Storage
 
-/// Persistent home of the offline indices: records, settings and synonyms in SQLite.
+/// Persistent home of the offline indices: records, settings, synonyms and query rules in SQLite.
 ///
 /// Promises:
 /// - each build writes a new version (records in their own table `se_records_<version>`, written in
@@ -41,9 +41,15 @@ public final class IndexStore: Sendable {
                     synonyms TEXT NOT NULL,
                     record_count INTEGER NOT NULL DEFAULT 0,
                     complete INTEGER NOT NULL DEFAULT 0,
-                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),
+                    rules TEXT NOT NULL DEFAULT '[]'
                 );
                 """)
+            // Stores made before query rules were kept gain the column.
+            let columns = try db.query("PRAGMA table_info(se_versions)").compactMap { $0[1].string }
+            if !columns.contains("rules") {
+                try db.execute("ALTER TABLE se_versions ADD COLUMN rules TEXT NOT NULL DEFAULT '[]'")
+            }
             // Remove versions that are neither complete-and-active nor in progress (left by a crash).
             let stale = try db.query(
                 """
@@ -87,13 +93,14 @@ public final class IndexStore: Sendable {
         try pool.read { db -> SearchIndex? in
             let rows = try db.query(
                 """
-                SELECT v.id, v.settings, v.synonyms FROM se_indices i
+                SELECT v.id, v.settings, v.synonyms, v.rules FROM se_indices i
                 JOIN se_versions v ON v.id = i.active_version WHERE i.name = ?
                 """, [.text(name)])
             guard let row = rows.first, let id = row[0].int64 else { return nil }
             var settings = (try? JSON.parse(row[1].string ?? "{}")) ?? .object(JSONObject())
             if settings.objectValue == nil { settings = .object(JSONObject()) }
             let synonyms = (try? JSON.parse(row[2].string ?? "[]"))?.arrayValue ?? []
+            let rules = (try? JSON.parse(row[3].string ?? "[]"))?.arrayValue ?? []
             let statement = try db.prepare("SELECT body FROM se_records_\(id) ORDER BY seq")
             let data = try IndexData(settings: EngineSettings(settings)) { add in
                 try statement.forEachRow { row in
@@ -104,7 +111,8 @@ public final class IndexStore: Sendable {
                 }
             }
             return SearchIndex(
-                name: name, settings: settings, synonyms: synonyms, data: data, generation: "v\(id)")
+                name: name, settings: settings, synonyms: synonyms, rules: rules, data: data,
+                generation: "v\(id)")
         }
     }
 
@@ -112,18 +120,22 @@ public final class IndexStore: Sendable {
     /// index built from the same records.
     @discardableResult
     public func build(
-        name: String, settings: JSON, synonyms: [JSON], records: some Sequence<JSON>, chunkSize: Int = 5000
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], records: some Sequence<JSON>,
+        chunkSize: Int = 5000
     ) throws -> SearchIndex {
-        let index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: Array(records))
+        let index = SearchIndex(
+            name: name, settings: settings, synonyms: synonyms, rules: rules, records: Array(records))
         return try save(index, chunkSize: chunkSize)
     }
 
     /// Same, from a JSON array text (a data file), streamed element by element.
     @discardableResult
     public func build(
-        name: String, settings: JSON, synonyms: [JSON], jsonArray: [UInt8], chunkSize: Int = 5000
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], jsonArray: [UInt8],
+        chunkSize: Int = 5000
     ) throws -> SearchIndex {
-        let index = try SearchIndex(name: name, settings: settings, synonyms: synonyms, jsonArray: jsonArray)
+        let index = try SearchIndex(
+            name: name, settings: settings, synonyms: synonyms, rules: rules, jsonArray: jsonArray)
         return try save(index, chunkSize: chunkSize)
     }
 
@@ -137,10 +149,11 @@ public final class IndexStore: Sendable {
         let id: Int64 = try pool.write { db in
             try db.transaction {
                 try db.run(
-                    "INSERT INTO se_versions (name, settings, synonyms) VALUES (?, ?, ?)",
+                    "INSERT INTO se_versions (name, settings, synonyms, rules) VALUES (?, ?, ?, ?)",
                     [
                         .text(name), .text(index.settingsJSON.serialized()),
                         .text(JSON.array(index.synonyms).serialized()),
+                        .text(JSON.array(index.rules).serialized()),
                     ])
                 let id = db.lastInsertRowID
                 try db.execute("CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
@@ -198,7 +211,8 @@ public final class IndexStore: Sendable {
             throw error
         }
         return SearchIndex(
-            name: name, settings: index.settingsJSON, synonyms: index.synonyms, data: data,
+            name: name, settings: index.settingsJSON, synonyms: index.synonyms, rules: index.rules,
+            data: data,
             generation: "v\(id)")
     }
 

@@ -19,15 +19,22 @@ public final class SearchIndex: Sendable {
     let data: IndexData
     /// Query-time alternatives from `synonyms` (see ``SynonymTable``).
     let alternatives: SynonymTable
+    /// Query rules as given (Algolia's rule objects); applied by ``search(_:)`` unless `enableRules` is
+    /// false, listed by ``searchRules(params:)``.
+    public let rules: [JSON]
+    let ruleSet: RuleSet
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
     /// record's position).
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], records: [JSON], generation: String? = nil
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [], records: [JSON],
+        generation: String? = nil
     ) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         data = IndexData(settings: EngineSettings(settingsJSON)) { add in
             for record in records { add(record, nil) }
         }
@@ -38,12 +45,15 @@ public final class SearchIndex: Sendable {
     /// Builds from serialized records (each one JSON object), keeping their bytes as the stored form;
     /// memory stays near the serialized size plus the index.
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], serializedRecords: some Sequence<[UInt8]>,
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [],
+        serializedRecords: some Sequence<[UInt8]>,
         generation: String? = nil
     ) throws(JSONParseError) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
             data = try IndexData(settings: engineSettings) { add in
@@ -65,12 +75,14 @@ public final class SearchIndex: Sendable {
     /// Builds from a JSON array text (e.g. a data file) element by element, without materializing all
     /// records at once.
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], jsonArray bytes: [UInt8],
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [], jsonArray bytes: [UInt8],
         generation: String? = nil
     ) throws(JSONParseError) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
             data = try IndexData(settings: engineSettings, expectedBytes: bytes.count) { add in
@@ -89,7 +101,8 @@ public final class SearchIndex: Sendable {
     /// element, so that neither the whole text nor all parsed records are ever in memory at once.
     /// `sizeHint` (the text's total size, when known) sizes the record storage once.
     public convenience init(
-        name: String, settings: JSON, synonyms: [JSON] = [], jsonArrayChunks next: () throws -> [UInt8]?,
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [],
+        jsonArrayChunks next: () throws -> [UInt8]?,
         sizeHint: Int = 0, generation: String? = nil
     ) throws {
         let settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
@@ -101,14 +114,19 @@ public final class SearchIndex: Sendable {
             try stream.finish()
         }
         self.init(
-            name: name, settings: settingsJSON, synonyms: synonyms, data: data,
+            name: name, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
             generation: generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36))
     }
 
-    init(name: String, settings: JSON, synonyms: [JSON], data: IndexData, generation: String) {
+    init(
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], data: IndexData,
+        generation: String
+    ) {
         self.name = name
         settingsJSON = settings
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         self.data = data
         self.generation = generation
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
@@ -393,8 +411,45 @@ public final class SearchIndex: Sendable {
         return out
     }
 
+    /// Query rules: the parameters to search with and the rest of the rules' outcome.
+    private func applyRules(_ merged: JSONObject) throws(SearchError) -> RuleOutcome {
+        guard !ruleSet.isEmpty else { return RuleOutcome(params: merged) }
+        let options = SearchOptions(params: merged, settings: data.settings.raw)
+        var queryFilters: FilterCNF = []
+        if let filters = merged["filters"], !filters.isNull {
+            queryFilters += try FilterParser.parse(filters.stringValue ?? filters.serialized())
+        }
+        if let value = merged["facetFilters"] {
+            queryFilters += try parseArrayFilters(value, kind: .facet, name: "facetFilters")
+        }
+        let words = alternatives.apply(try data.parseQuery(options).words, options)
+        return ruleSet.apply(
+            merged, settings: data.settings.raw, data: data, words: words, now: RuleSet.now,
+            queryFilters: queryFilters)
+    }
+
+    /// One rule by objectID (`GET …/rules/{objectID}`), nil when there is none.
+    public func getRule(_ objectID: String) -> JSON? { ruleSet.rule(objectID) }
+
+    /// `POST …/rules/search`: rules whose objectID, description, pattern or consequence contain `query`,
+    /// restricted by `anchoring`, `context` and `enabled`, paged by `page` and `hitsPerPage` (20);
+    /// answers `{"hits", "nbHits", "page", "nbPages"}`.
+    public func searchRules(params: JSON) -> JSON { ruleSet.search(Self.mergedParameters(params)) }
+
+    /// Hidden records removed and promoted ones pinned at their positions in a ranked list.
+    private static func pin(_ ranked: [Int32], promoted: [(Int32, Int)], hidden: Set<Int32>) -> [Int32] {
+        let promotedSet = Set(promoted.map(\.0))
+        var out = ranked.filter { !hidden.contains($0) && !promotedSet.contains($0) }
+        var placed = Set<Int32>()
+        for (doc, position) in promoted.sorted(by: { $0.1 < $1.1 }) where placed.insert(doc).inserted {
+            out.insert(doc, at: min(max(0, position), out.count))
+        }
+        return out
+    }
+
     private func prepare(_ params: JSON) throws(SearchError) -> Prepared {
-        let merged = Self.mergedParameters(params)
+        let rules = try applyRules(Self.mergedParameters(params))
+        let merged = rules.params
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
         let scoring = try filterScoring(options, filter)
@@ -447,7 +502,38 @@ public final class SearchIndex: Sendable {
         var nbHits = result.candidates.count
         var pageDocs: [Int32] = []
         let end = offset >= limit ? limit : min(offset + length, limit)
-        if distinct > 0, let groups = data.distinctGroup {
+        // Rules: promoted records (also when the query does not match them, unless `filterPromotes`
+        // and the filters exclude them) and hidden ones.
+        let hidden = Set(rules.hide.compactMap { data.docByID[$0] })
+        var promoted: [(Int32, Int)] = []
+        for (id, position) in rules.promote {
+            guard let doc = data.docByID[id], !hidden.contains(doc) else { continue }
+            if rules.filterPromotes && !(filter.isEmpty || filter.matches(Int(doc))) { continue }
+            promoted.append((doc, position))
+        }
+        if !hidden.isEmpty || !promoted.isEmpty {
+            let candidateSet = Set(result.candidates)
+            var ranked: [Int32]
+            if distinct > 0, let groups = data.distinctGroup {
+                var seen: [Int32: Int] = [:]
+                ranked = ranker.sorted(result.candidates).filter { doc in
+                    let group = groups[Int(doc)]
+                    guard group >= 0 else { return true }
+                    let count = seen[group, default: 0]
+                    seen[group] = count + 1
+                    return count < distinct
+                }
+            } else {
+                ranked = ranker.top(end + hidden.count + promoted.count, of: result.candidates)
+            }
+            let pinned = Self.pin(ranked, promoted: promoted, hidden: hidden)
+            nbHits =
+                result.candidates.count - hidden.intersection(candidateSet).count
+                + Set(promoted.map(\.0)).subtracting(candidateSet).count
+            if offset < end && offset < pinned.count {
+                pageDocs = Array(pinned[offset..<min(end, pinned.count)])
+            }
+        } else if distinct > 0, let groups = data.distinctGroup {
             var seen: [Int32: Int] = [:]
             var kept: [Int32] = []
             for doc in ranker.sorted(result.candidates) {
@@ -467,7 +553,8 @@ public final class SearchIndex: Sendable {
         }
 
         var response = JSONObject()
-        let context = HitContext(self, options, ranker)
+        var context = HitContext(self, options, ranker)
+        context.promoted = Set(promoted.map(\.0))
         response["hits"] = .array([])
         response["nbHits"] = .int(Int64(nbHits))
         response["page"] = .int(Int64(usesOffset ? (hitsPerPage > 0 ? offset / hitsPerPage : 0) : page))
@@ -495,8 +582,12 @@ public final class SearchIndex: Sendable {
         }
         response["query"] = .string(options.query)
         if let afterRemoval { response["queryAfterRemoval"] = .string(afterRemoval) }
-        if let rendering = options.value("renderingContent"), !rendering.isNull {
+        if let rendering = rules.renderingContent ?? options.value("renderingContent"), !rendering.isNull {
             response["renderingContent"] = rendering
+        }
+        if !rules.userData.isEmpty { response["userData"] = .array(rules.userData) }
+        if !rules.applied.isEmpty {
+            response["appliedRules"] = .array(rules.applied.map { ["objectID": .string($0)] })
         }
         var ignored = ignoredSettings + ignoredParameters(.object(merged))
         for (feature, languages) in parsed.unsupportedLanguages.sorted(by: { $0.key < $1.key }) {
@@ -584,6 +675,8 @@ public final class SearchIndex: Sendable {
         /// (attribute or "*", size) per `attributesToSnippet` entry.
         let snippets: [(String, Int)]
         let rankingInfo: Bool
+        /// Records pinned by a rule's `promote` (`_rankingInfo.promoted`).
+        var promoted: Set<Int32> = []
         /// The hit is the stored record (all attributes, in order) plus the computed keys, so it can be
         /// written from the record's stored bytes.
         let rawRecord: Bool
@@ -785,7 +878,7 @@ public final class SearchIndex: Sendable {
                     "distance": .int(Int64(v.geoDistance)),
                 ]
             }
-            info["promoted"] = false
+            info["promoted"] = .bool(context.promoted.contains(Int32(doc)))
             hit["_rankingInfo"] = .object(info)
         }
         return .object(hit)
@@ -949,16 +1042,17 @@ public final class SearchIndex: Sendable {
         requests.map { getObject($0.objectID, attributesToRetrieve: $0.attributesToRetrieve) }
     }
 
-    /// The settings as given. `getVersion` 1 (Algolia's default) adds the legacy `synonyms` list (groups of
-    /// multi-way synonyms) when the settings don't carry one; 2 removes it.
+    /// The settings as Algolia's `getSettings` answers: those given (key order kept), then Algolia's
+    /// defaults for the ones never set (``defaultSettings``). `getVersion` 1 (Algolia's default) adds the
+    /// legacy `synonyms` list (groups of multi-way synonyms) when the settings don't carry one; 2 removes
+    /// it.
     public func settings(getVersion: Int? = nil) -> JSON {
         guard case .object(let given) = settingsJSON else { return settingsJSON }
-        // Algolia's answer carries its defaults for the settings never set (null ones left out).
-        var object = Self.defaultSettings
-        for (key, value) in given {
-            if value.isNull { continue }
-            object[key] = value
-        }
+        // The settings as given (key order kept, null ones left out), then Algolia's defaults for the
+        // settings never set, as its getSettings answers.
+        var object = JSONObject()
+        for (key, value) in given where !value.isNull { object[key] = value }
+        for (key, value) in Self.defaultSettings where object[key] == nil { object[key] = value }
         if getVersion == 2 {
             object["synonyms"] = nil
         } else if object["synonyms"] == nil {

@@ -41,8 +41,8 @@ func hitInfo(_ response: JSON, _ id: String) -> JSON? {
 
     @Test func ignorePluralsParameterAndSetting() throws {
         let index = Shop.index()
-        // Without: "cars" (not a prefix: prefixNone) only matches the plural.
-        let base: JSON = ["query": "cars", "queryType": "prefixNone"]
+        // Without: "cars" (not a prefix: prefixNone, no typo) only matches the plural.
+        let base: JSON = ["query": "cars", "queryType": "prefixNone", "typoTolerance": false]
         #expect(ids(try index.search(base)) == ["c"])
         var on = base.objectValue!
         on["ignorePlurals"] = true
