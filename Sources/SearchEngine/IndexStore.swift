@@ -102,7 +102,9 @@ public final class IndexStore: Sendable {
             let synonyms = (try? JSON.parse(row[2].string ?? "[]"))?.arrayValue ?? []
             let rules = (try? JSON.parse(row[3].string ?? "[]"))?.arrayValue ?? []
             let statement = try db.prepare("SELECT body FROM se_records_\(id) ORDER BY seq")
-            let data = try IndexData(settings: EngineSettings(settings)) { add in
+            let data = try IndexData(
+                settings: EngineSettings(settings), placeholders: SynonymTable.placeholderKeys(synonyms)
+            ) { add in
                 try statement.forEachRow { row in
                     guard let bytes = row.blob(0) else { return }
                     try bytes.withUnsafeBufferPointer { buffer in

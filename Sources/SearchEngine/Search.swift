@@ -460,7 +460,8 @@ func asinApprox(_ x: Double) -> Double {
 
 /// Query-time synonyms (reference §2.6): `synonym` (every listed word matches the others),
 /// `onewaysynonym` (`input` also matches the listed words), `altcorrection1`/`altcorrection2`
-/// (`word` also matches the corrections, counted as 1 or 2 typos). Applied to whole query words when
+/// (`word` also matches the corrections, counted as 1 or 2 typos), `placeholder` (a `<name>` in a
+/// record is matched by each of the `replacements`, and only by them). Applied to whole query words when
 /// the `synonyms` parameter is not false; a synonym match is an exact, typo-free match (Algolia's
 /// default `alternativesAsExact`). A single query word triggers them; an alternative of several words
 /// matches documents holding all of them (in any order); several query words never trigger one.
@@ -490,6 +491,13 @@ struct SynonymTable: Sendable {
             case "onewaysynonym":
                 guard let input = synonym["input"]?.stringValue.map(tokens) else { continue }
                 for b in words { add(input, b, typos: 0) }
+            case "placeholder":
+                // The record's `<name>` token is matched by each one-word replacement.
+                guard let placeholder = synonym["placeholder"]?.stringValue else { continue }
+                let key = Array(Self.placeholderKey(placeholder).utf8)
+                for replacement in (synonym["replacements"].map(stringList) ?? []).map(tokens) {
+                    add(replacement, [key], typos: 0)
+                }
             case "altcorrection1", "altcorrection2":
                 let typos = synonym["type"]?.stringValue?.hasSuffix("2") == true ? 2 : 1
                 guard let word = synonym["word"]?.stringValue.map(tokens) else { continue }
@@ -497,6 +505,25 @@ struct SynonymTable: Sendable {
             default: continue
             }
         }
+    }
+
+    /// `<Street>` → `<street>`: how a placeholder is indexed.
+    static func placeholderKey(_ placeholder: String) -> String {
+        var inner = placeholder.trimmingSpaces
+        if inner.hasPrefix("<") { inner.removeFirst() }
+        if inner.hasSuffix(">") { inner.removeLast() }
+        return "<" + Normalizer.facetKey(inner) + ">"
+    }
+
+    /// The placeholder keys of `synonyms` (what the index builder must keep as single tokens).
+    static func placeholderKeys(_ synonyms: [JSON]) -> Set<String> {
+        Set(
+            synonyms.compactMap { synonym in
+                guard synonym["type"]?.stringValue?.lowercased() == "placeholder",
+                    let placeholder = synonym["placeholder"]?.stringValue
+                else { return nil }
+                return placeholderKey(placeholder)
+            })
     }
 
     /// `words` with their synonym alternatives added (none when the `synonyms` parameter is false).

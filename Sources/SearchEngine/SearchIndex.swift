@@ -35,7 +35,9 @@ public final class SearchIndex: Sendable {
         self.synonyms = synonyms
         self.rules = rules
         ruleSet = RuleSet(rules)
-        data = IndexData(settings: EngineSettings(settingsJSON)) { add in
+        data = IndexData(
+            settings: EngineSettings(settingsJSON), placeholders: SynonymTable.placeholderKeys(synonyms)
+        ) { add in
             for record in records { add(record, nil) }
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -56,7 +58,9 @@ public final class SearchIndex: Sendable {
         ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
-            data = try IndexData(settings: engineSettings) { add in
+            data = try IndexData(
+                settings: engineSettings, placeholders: SynonymTable.placeholderKeys(synonyms)
+            ) { add in
                 for bytes in serializedRecords {
                     try bytes.withUnsafeBufferPointer { buffer in
                         add(try JSON.parse(buffer: buffer), buffer)
@@ -85,7 +89,10 @@ public final class SearchIndex: Sendable {
         ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
-            data = try IndexData(settings: engineSettings, expectedBytes: bytes.count) { add in
+            data = try IndexData(
+                settings: engineSettings, placeholders: SynonymTable.placeholderKeys(synonyms),
+                expectedBytes: bytes.count
+            ) { add in
                 try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice) }
             }
         } catch let error as JSONParseError {
@@ -106,7 +113,10 @@ public final class SearchIndex: Sendable {
         sizeHint: Int = 0, generation: String? = nil
     ) throws {
         let settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
-        let data = try IndexData(settings: EngineSettings(settingsJSON), expectedBytes: sizeHint) { add in
+        let data = try IndexData(
+            settings: EngineSettings(settingsJSON), placeholders: SynonymTable.placeholderKeys(synonyms),
+            expectedBytes: sizeHint
+        ) { add in
             var stream = JSONArrayStream()
             while let chunk = try next() {
                 try stream.feed(chunk) { element in add(try JSON.parse(buffer: element), element) }
