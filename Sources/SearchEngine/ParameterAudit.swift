@@ -22,6 +22,8 @@ enum ParameterAudit {
         // No effect on the answer's content.
         "analytics", "analyticsTags", "percentileComputation", "enableABTest", "userToken",
         "enableReRanking", "reRankingApplyFilter", "x-algolia-agent", "decompoundQuery",
+        // Secured API key and multi-query envelope fields.
+        "validUntil", "restrictIndices", "restrictSources", "referers", "indexName", "type",
     ]
 
     /// Index settings honoured, or without effect on search answers.

@@ -145,6 +145,10 @@ public final class SearchIndex: Sendable {
     /// Number of records.
     public var objectCount: Int { data.count }
 
+    /// The number of word forms in the compiled plural table of a language (en, fr, de, es), 0 for
+    /// others (for benchmarks and status).
+    public func pluralFormCount(language: String) -> Int { LanguageTables.plurals(language)?.count ?? 0 }
+
     /// The index settings the local engine does not apply (each local answer names them in its
     /// `message`; `mirrorgate status` can list them).
     public var ignoredSettings: [String] {
