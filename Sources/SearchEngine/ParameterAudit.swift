@@ -33,6 +33,8 @@ enum ParameterAudit {
         "numericAttributesToIndex", "separatorsToIndex", "disableTypoToleranceOnWords",
         "disablePrefixOnAttributes", "attributeForDistinct", "allowCompressionOfIntegerArray", "userData",
         "version", "synonyms", "searchableAttributesWithoutPrefix", "unretrievableAttributesForAdmin",
+        // getVersion=1's legacy copies of synonyms: the synonyms themselves come with the index.
+        "placeholders", "altCorrections",
     ])
 
     /// Parameters accepted but not applied by the local engine when their value would change the
@@ -51,7 +53,7 @@ enum ParameterAudit {
             return value.stringValue != nil && value.stringValue != "keywordSearch"
         case "camelCaseAttributes", "decompoundedAttributes", "keepDiacriticsOnCharacters",
             "customNormalization", "attributesToTransliterate", "naturalLanguages", "similarQuery",
-            "semanticSearch", "placeholders", "altCorrections", "reRankingApplyFilter":
+            "semanticSearch", "reRankingApplyFilter":
             switch value {
             case .null: return false
             case .array(let items): return !items.isEmpty

@@ -24,13 +24,24 @@ struct RuleOutcome {
 /// for one parameter the first rule wins.
 struct RuleSet: Sendable {
     let rules: [JSON]
+    /// Each rule's conditions, parsed once.
+    private let compiled: [[Condition]]
+    /// Some condition matches on alternatives (needs the query's plural and synonym forms).
+    let usesAlternatives: Bool
+    /// Some condition has `filters` (needs the query's filters).
+    let usesFilters: Bool
 
-    init(_ rules: [JSON]) { self.rules = rules.filter { $0.objectValue != nil } }
+    init(_ rules: [JSON]) {
+        self.rules = rules.filter { $0.objectValue != nil }
+        compiled = self.rules.map(Self.conditions)
+        usesAlternatives = compiled.contains { $0.contains(where: \.alternatives) }
+        usesFilters = compiled.contains { $0.contains { $0.filters != nil } }
+    }
 
     var isEmpty: Bool { rules.isEmpty }
 
     /// A condition of a rule, normalized.
-    private struct Condition {
+    private struct Condition: Sendable {
         var pattern: [String]?
         var anchoring: String
         var alternatives: Bool
@@ -122,8 +133,8 @@ struct RuleSet: Sendable {
     /// Applies the rules matching `params` (merged parameters) and returns the parameters to search
     /// with and the rest of the outcome. `words` are the query's parsed words (for `alternatives`).
     func apply(
-        _ params: JSONObject, settings: JSONObject, data: IndexData, words: [QueryWord], now: Int64,
-        queryFilters: FilterCNF
+        _ params: JSONObject, settings: JSONObject, data: IndexData, words: () -> [QueryWord], now: Int64,
+        queryFilters: () -> FilterCNF
     ) -> RuleOutcome {
         var outcome = RuleOutcome(params: params)
         let options = SearchOptions(params: params, settings: settings)
@@ -132,6 +143,8 @@ struct RuleSet: Sendable {
         let query = options.query
         let tokens = data.normalizer.tokens(query).map { String(decoding: $0.normalized, as: UTF8.self) }
         var forms: [Set<String>] = tokens.map { [$0] }
+        let words = usesAlternatives ? words() : []
+        let queryFilters = usesFilters ? queryFilters() : []
         for (i, token) in tokens.enumerated() {
             if let word = words.first(where: { $0.text == token }) {
                 for alternative in word.alternatives where alternative.tokens.count == 1 {
@@ -144,7 +157,7 @@ struct RuleSet: Sendable {
         // (precedence, rule index, matched range, captured facets)
         var matched: [(Int, Int, Range<Int>?, [(String, String)])] = []
         for (index, rule) in rules.enumerated() where Self.isValid(rule, now: now) {
-            for condition in Self.conditions(rule) {
+            for condition in compiled[index] {
                 if let context = condition.context, !contexts.contains(context) { continue }
                 if let filters = condition.filters, !Self.filtersHeld(filters, by: queryFilters) { continue }
                 guard let pattern = condition.pattern, !(pattern.isEmpty && condition.anchoring != "is")

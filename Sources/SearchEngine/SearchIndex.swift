@@ -426,17 +426,23 @@ public final class SearchIndex: Sendable {
     }
 
     /// Query rules: the parameters to search with and the rest of the rules' outcome.
-    private func applyRules(_ merged: JSONObject) throws(SearchError) -> RuleOutcome {
+    private func applyRules(_ merged: JSONObject) -> RuleOutcome {
         guard !ruleSet.isEmpty else { return RuleOutcome(params: merged) }
         let options = SearchOptions(params: merged, settings: data.settings.raw)
-        var queryFilters: FilterCNF = []
-        if let filters = merged["filters"], !filters.isNull {
-            queryFilters += try FilterParser.parse(filters.stringValue ?? filters.serialized())
+        // Invalid filters or parameters are reported by the search itself, after the rules.
+        let queryFilters = { () -> FilterCNF in
+            var cnf: FilterCNF = []
+            if let filters = merged["filters"], !filters.isNull {
+                cnf += (try? FilterParser.parse(filters.stringValue ?? filters.serialized())) ?? []
+            }
+            if let value = merged["facetFilters"] {
+                cnf += (try? parseArrayFilters(value, kind: .facet, name: "facetFilters")) ?? []
+            }
+            return cnf
         }
-        if let value = merged["facetFilters"] {
-            queryFilters += try parseArrayFilters(value, kind: .facet, name: "facetFilters")
+        let words = { () -> [QueryWord] in
+            self.alternatives.apply((try? self.data.parseQuery(options).words) ?? [], options)
         }
-        let words = alternatives.apply(try data.parseQuery(options).words, options)
         return ruleSet.apply(
             merged, settings: data.settings.raw, data: data, words: words, now: RuleSet.now,
             queryFilters: queryFilters)
@@ -462,7 +468,7 @@ public final class SearchIndex: Sendable {
     }
 
     private func prepare(_ params: JSON) throws(SearchError) -> Prepared {
-        let rules = try applyRules(Self.mergedParameters(params))
+        let rules = applyRules(Self.mergedParameters(params))
         let merged = rules.params
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
@@ -526,7 +532,16 @@ public final class SearchIndex: Sendable {
             promoted.append((doc, position))
         }
         if !hidden.isEmpty || !promoted.isEmpty {
-            let candidateSet = Set(result.candidates)
+            // Candidates are in ascending document order: membership by binary search.
+            func isCandidate(_ doc: Int32) -> Bool {
+                var lo = 0
+                var hi = result.candidates.count
+                while lo < hi {
+                    let mid = (lo + hi) >> 1
+                    if result.candidates[mid] < doc { lo = mid + 1 } else { hi = mid }
+                }
+                return lo < result.candidates.count && result.candidates[lo] == doc
+            }
             var ranked: [Int32]
             if distinct > 0, let groups = data.distinctGroup {
                 var seen: [Int32: Int] = [:]
@@ -542,8 +557,8 @@ public final class SearchIndex: Sendable {
             }
             let pinned = Self.pin(ranked, promoted: promoted, hidden: hidden)
             nbHits =
-                result.candidates.count - hidden.intersection(candidateSet).count
-                + Set(promoted.map(\.0)).subtracting(candidateSet).count
+                result.candidates.count - hidden.filter(isCandidate).count
+                + Set(promoted.map(\.0)).filter { !isCandidate($0) }.count
             if offset < end && offset < pinned.count {
                 pageDocs = Array(pinned[offset..<min(end, pinned.count)])
             }
