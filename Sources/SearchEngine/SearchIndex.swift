@@ -1077,10 +1077,9 @@ public final class SearchIndex: Sendable {
     /// it.
     public func settings(getVersion: Int? = nil) -> JSON {
         guard case .object(let given) = settingsJSON else { return settingsJSON }
-        // The settings as given (key order kept, null ones left out), then Algolia's defaults for the
-        // settings never set, as its getSettings answers.
-        var object = JSONObject()
-        for (key, value) in given where !value.isNull { object[key] = value }
+        // The settings as given (key order and nulls kept), then Algolia's defaults for the settings
+        // never given, as its getSettings answers.
+        var object = given
         for (key, value) in Self.defaultSettings where object[key] == nil { object[key] = value }
         if getVersion == 2 {
             object["synonyms"] = nil
