@@ -69,38 +69,6 @@ struct GeoQuery {
 }
 
 extension IndexData {
-    /// Splits the query into words and decides prefix and typo budget per word.
-    func queryWords(_ options: SearchOptions) throws(SearchError) -> [QueryWord] {
-        let tokens = normalizer.tokens(options.query)
-        let queryType = options.queryType
-        let typoMode = options.typoMode
-        let min1 = try options.int("minWordSizefor1Typo", default: 4)
-        let min2 = try options.int("minWordSizefor2Typos", default: 8)
-        let typosOnNumbers = options.bool("allowTyposOnNumericTokens", default: true)
-        var words: [QueryWord] = []
-        for (i, token) in tokens.prefix(32).enumerated() {
-            let prefix: Bool
-            switch queryType {
-            case .prefixAll: prefix = true
-            case .prefixNone: prefix = false
-            case .prefixLast: prefix = i == min(tokens.count, 32) - 1
-            }
-            var maxTypos = 0
-            let length = String(decoding: token.normalized, as: UTF8.self).count
-            if typoMode != .off {
-                if length >= min2 { maxTypos = 2 } else if length >= min1 { maxTypos = 1 }
-                if !typosOnNumbers && token.normalized.isNumericToken { maxTypos = 0 }
-                let text = String(decoding: token.normalized, as: UTF8.self)
-                if settings.disableTypoOnWords.contains(text) { maxTypos = 0 }
-            }
-            words.append(
-                QueryWord(
-                    text: String(decoding: token.normalized, as: UTF8.self), bytes: token.normalized,
-                    prefix: prefix, maxTypos: maxTypos))
-        }
-        return words
-    }
-
     /// Restricts searchable slots (`restrictSearchableAttributes`).
     func allowedSlots(_ options: SearchOptions) -> [Bool] {
         guard let restrict = options.params["restrictSearchableAttributes"].map(stringList), !restrict.isEmpty

@@ -1021,7 +1021,13 @@ public final class SearchIndex: Sendable {
         var options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
         let geo = try geoQuery(options)
-        let words = alternatives.apply(try data.queryWords(options), options)
+        // Browse ignores plurals and advanced syntax (Algolia forces both off); stop words and optional
+        // words apply.
+        var wordParams = merged
+        wordParams["ignorePlurals"] = false
+        wordParams["advancedSyntax"] = false
+        let parsed = try data.parseQuery(SearchOptions(params: wordParams, settings: data.settings.raw))
+        let words = alternatives.apply(parsed.words, options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
         // A cursor position past the end (a client may edit its cursor) gives an empty page.
@@ -1045,6 +1051,11 @@ public final class SearchIndex: Sendable {
         response["exhaustive"] = ["nbHits": true]
         response["query"] = .string(options.query)
         response["params"] = .string(JSON.formEncode(merged))
+        let ignored = ignoredSettings + ignoredParameters(.object(merged))
+        if !ignored.isEmpty {
+            response["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
         let next = position + slice.count
         if next < result.candidates.count {
             let state: JSON = ["p": .object(merged), "o": .int(Int64(next)), "g": .string(generation)]
@@ -1124,8 +1135,11 @@ public final class SearchIndex: Sendable {
         merged["facetQuery"] = nil
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
+        let parsed = try data.parseQuery(options)
         let result = data.match(
-            options, words: try data.queryWords(options), filter: filter, geo: try geoQuery(options))
+            options, words: alternatives.apply(parsed.words, options), filter: filter,
+            geo: try geoQuery(options),
+            exclusions: parsed.exclusions, phrases: parsed.phrases)
         var counts = [Int32](repeating: 0, count: column.originals.count)
         for doc in result.candidates {
             for i in Int(column.offsets[Int(doc)])..<Int(column.offsets[Int(doc) + 1]) {
@@ -1153,7 +1167,9 @@ public final class SearchIndex: Sendable {
         }
         hits.sort { $0.2 != $1.2 ? $0.2 > $1.2 : $0.0 < $1.0 }
         let elapsed = ContinuousClock.now - start
-        return [
+        var ignored = ignoredSettings + ignoredParameters(.object(merged))
+        ignored.removeAll { $0 == "facetQuery" || $0 == "maxFacetHits" }
+        var answer: JSONObject = [
             "facetHits": .array(
                 hits.prefix(maxHits).map {
                     ["value": .string($0.0), "highlighted": .string($0.1), "count": .int(Int64($0.2))]
@@ -1165,6 +1181,11 @@ public final class SearchIndex: Sendable {
                     elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
                 )),
         ]
+        if !ignored.isEmpty {
+            answer["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
+        return .object(answer)
     }
 
     /// Synonym search: `query` (substring, case-insensitive, over the synonym's words), `type` (one type

@@ -404,6 +404,16 @@ func hitInfo(_ response: JSON, _ id: String) -> JSON? {
         #expect(message.contains("someUnknownThing"))
         #expect(index.ignoredParameters(["clickAnalytics": false, "analytics": true]).isEmpty)
         #expect(try index.search(["query": "car", "analytics": false])["message"] == nil)
+        let browse = try index.browse(["query": "", "aroundLatLngViaIP": true])
+        #expect(browse["message"]?.stringValue?.contains("aroundLatLngViaIP") == true)
+        #expect(try index.browse(["query": ""])["message"] == nil)
+        let facets = SearchIndex(
+            name: "f", settings: ["attributesForFaceting": ["searchable(brand)"]], records: Shop.records)
+        #expect(
+            try facets.searchForFacetValues(facet: "brand", params: ["facetQuery": "ca"])["message"] == nil)
+        let warned = try facets.searchForFacetValues(
+            facet: "brand", params: ["facetQuery": "ca", "clickAnalytics": true])
+        #expect(warned["message"]?.stringValue?.contains("clickAnalytics") == true)
         let withSetting = Shop.index(["camelCaseAttributes": ["name"]])
         #expect(withSetting.ignoredSettings == ["setting camelCaseAttributes"])
         #expect(
