@@ -61,12 +61,12 @@ public final class Gateway: Sendable {
             algolia = AlgoliaForwarder(
                 settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
         }
-        var services: [ODataForwarder] = []
+        var services: [ODataService] = []
         let events = EventBus()
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         for name in configuration.odata.services.keys.sorted() {
             services.append(
-                try ODataServices.make(
+                try ODataAssembly.make(
                     name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
                     events: { events.publish($0, $1) }))
         }

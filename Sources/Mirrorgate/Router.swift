@@ -15,7 +15,7 @@ final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaForwarder?
     let frontend: AlgoliaFrontend
-    let odata: [ODataForwarder]
+    let odata: [ODataService]
     let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
@@ -24,7 +24,7 @@ final class Router: HTTPHandler {
 
     init(
         configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, frontend: AlgoliaFrontend,
-        odata: [ODataForwarder], events: EventBus, metrics: GatewayMetrics, logger: Logger
+        odata: [ODataService], events: EventBus, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.algolia = algolia
@@ -41,7 +41,7 @@ final class Router: HTTPHandler {
         algolia?.reachability.stop()
         for s in odata {
             s.reachability.stop()
-            s.service?.stop()
+            s.stop()
         }
     }
 
@@ -49,7 +49,7 @@ final class Router: HTTPHandler {
 
     enum Route {
         case algolia
-        case odata(ODataForwarder)
+        case odata(ODataService)
         case admin
         case metrics
         case none
@@ -87,7 +87,7 @@ final class Router: HTTPHandler {
             let s = status >= 500 ? configuration.algolia.unavailableStatus : status
             return AlgoliaError.response(s, message)
         case .odata(let service):
-            return ODataError.response(
+            return ODataServiceError.response(
                 status,
                 code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
                 message,
