@@ -102,6 +102,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict),
+        // Test support: fixtures, fakes and helpers for the unit tests; only test targets import it.
+        .target(name: "MirrorgateTesting", swiftSettings: strict),
         .executableTarget(
             name: "mirrorgate",
             dependencies: [
@@ -130,7 +132,9 @@ let package = Package(
         .testTarget(
             name: "ODataGatewayTests",
             dependencies: [
-                "ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPCore", "GatewaySupport", "Upstream",
+                "ODataGateway", "MirrorgateTesting", "ODataCore", "JSONCore", "Storage", "HTTPCore",
+                "GatewaySupport",
+                "Upstream",
             ],
             swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),

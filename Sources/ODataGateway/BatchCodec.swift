@@ -408,7 +408,9 @@ extension HTTPRequest {
     /// A request under `mount` for one batch part: its method and `url` (relative to the service root,
     /// an absolute path or an absolute URL; `$N` references resolved by the caller), the outer batch's
     /// `Host` plus the part's own headers (`Accept: application/json` when it names none), and its body.
-    static func batchPart(_ part: BatchPart, url: String, outer: HTTPRequest, mount: String, gatewayRoot: String)
+    static func batchPart(
+        _ part: BatchPart, url: String, outer: HTTPRequest, mount: String, gatewayRoot: String
+    )
         -> HTTPRequest
     {
         var url = url
@@ -427,6 +429,8 @@ extension HTTPRequest {
         for (name, value) in outer.headers where name.lowercased() == "host" { headers.set(name, value) }
         for (name, value) in part.headers { headers.set(name, value) }
         if headers["Accept"] == nil { headers.set("Accept", "application/json") }
-        return HTTPRequest(method: part.method, target: mount + url, version: outer.version, headers: headers, body: part.body)
+        return HTTPRequest(
+            method: part.method, target: mount + url, version: outer.version, headers: headers,
+            body: part.body)
     }
 }

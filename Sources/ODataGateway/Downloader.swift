@@ -256,7 +256,8 @@ final class ODataDownloader: Sendable {
     func fetchEntity(
         _ path: String, set: String, type: String, extraHeaders: [(name: String, value: String)] = []
     ) -> FetchedEntity {
-        guard let m = mirror.model, let r = try? upstreamGET(settings.upstream + path, extraHeaders: extraHeaders)
+        guard let m = mirror.model,
+            let r = try? upstreamGET(settings.upstream + path, extraHeaders: extraHeaders)
         else { return .unknown }
         if r.status == 404 { return .gone }
         guard r.status == 200, let body = try? RawJSON.parse(r.body) else { return .unknown }
@@ -320,7 +321,11 @@ final class ODataDownloadScheduler: Sendable {
             downloader.state.withLock { $0.nextSyncAt = Date().addingTimeInterval(interval.seconds) }
             if !stopSignal.sleep(for: max(interval, .seconds(1))) { return }
             if reachability.isReachable {
-                if queue.count > 0 { uploader.upload(completion: nil) } else { _ = downloader.download(completion: nil) }
+                if queue.count > 0 {
+                    uploader.upload(completion: nil)
+                } else {
+                    _ = downloader.download(completion: nil)
+                }
             }
         }
     }

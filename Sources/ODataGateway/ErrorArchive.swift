@@ -251,7 +251,11 @@ final class ODataErrorArchive: Sendable {
         }
         if revert != nil, uploader.reachability.isReachable {
             // What was not held goes up now (the upload then downloads); with nothing left, a download.
-            if queue.count > 0 { uploader.upload(completion: nil) } else { _ = uploader.downloader.download(completion: nil) }
+            if queue.count > 0 {
+                uploader.upload(completion: nil)
+            } else {
+                _ = uploader.downloader.download(completion: nil)
+            }
         }
         return revert
     }
@@ -263,7 +267,9 @@ final class ODataErrorArchive: Sendable {
         let canonical = Set(archivedEntities.map { ODataKeyText.canonical($0.1, model: model) })
         let reverted = try queue.revert(requestID, individual: individual) { request, heldBy in
             let blocked =
-                request.affectedEntity(model: model).map { canonical.contains(ODataKeyText.canonical($0, model: model)) }
+                request.affectedEntity(model: model).map {
+                    canonical.contains(ODataKeyText.canonical($0, model: model))
+                }
                 ?? false
             let held = individual ? heldBy == requestID : heldBy != nil
             return held || blocked
@@ -302,7 +308,9 @@ final class ODataErrorArchive: Sendable {
         else { return }
         var fetched: MirrorEntity?
         if !ODataKeyText.isLocal(keyText) {
-            switch uploader.downloader.fetchEntity(set + "(" + keyText + ")", set: set, type: layout.entityType) {
+            switch uploader.downloader.fetchEntity(
+                set + "(" + keyText + ")", set: set, type: layout.entityType)
+            {
             case .found(let entity): fetched = entity
             case .gone: break
             case .unknown: return

@@ -57,7 +57,9 @@ extension ODataRouter {
             }
             var extra: [(name: String, value: String)] = []
             if let auth = request.headers["Authorization"] { extra.append(("Authorization", auth)) }
-            guard case .found(let entity) = downloader.fetchEntity(entityPath, set: set, type: type, extraHeaders: extra)
+            guard
+                case .found(let entity) = downloader.fetchEntity(
+                    entityPath, set: set, type: type, extraHeaders: extra)
             else { return }
             try mirror.write { w in try w.store(layout, entity: entity, scopeOfSet: false) }
         } catch {

@@ -19,7 +19,8 @@ enum ODataKeyText {
                 case .int64: return version == .v2 ? s + "L" : s
                 case .guid: return version == .v2 ? "guid'\(s)'" : s
                 default:
-                    return "'" + FormCodec.percentEncode(s.replacingOccurrences(of: "'", with: "''"), keeping: .url)
+                    return "'"
+                        + FormCodec.percentEncode(s.replacingOccurrences(of: "'", with: "''"), keeping: .url)
                         + "'"
                 }
             case .bool(let b): return b ? "true" : "false"

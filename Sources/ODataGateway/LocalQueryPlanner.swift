@@ -75,7 +75,8 @@ struct LocalQueryPlanner {
     }
 
     func sql<T>(_ body: () throws -> T) throws(ODataServiceError) -> T {
-        do { return try body() } catch let e as ODataServiceError { throw e } catch let e as ODataCore.ODataError
+        do { return try body() } catch let e as ODataServiceError { throw e } catch let e
+            as ODataCore.ODataError
         {
             throw ODataServiceError(e)
         } catch { throw ODataServiceError(sqlFailure: error) }
@@ -127,7 +128,9 @@ struct LocalQueryPlanner {
                 scope = LocalScope(layout: l, condition: { _ in SQLFragment("1") }, single: false)
                 navigationSet = name
             case .key(let key):
-                guard var s = scope else { throw ODataServiceError(400, "BadRequest", "key without entity set") }
+                guard var s = scope else {
+                    throw ODataServiceError(400, "BadRequest", "key without entity set")
+                }
                 let previous = s.condition
                 var parts: [(String, SQLBinding)] = []
                 for kv in key.values {
@@ -368,7 +371,8 @@ struct LocalQueryPlanner {
         return (entries, more)
     }
 
-    mutating func expandEntry(_ entry: inout LocalEntry, _ items: [ODataExpandItem]) throws(ODataServiceError) {
+    mutating func expandEntry(_ entry: inout LocalEntry, _ items: [ODataExpandItem]) throws(ODataServiceError)
+    {
         for item in items {
             if item.isWildcard { continue }
             guard let first = item.path.first else { continue }

@@ -31,7 +31,9 @@ struct ODataJSONSerializer {
             return LocalReadResponse(
                 status: 200, contentType: "text/plain;charset=utf-8", body: Array(String(n).utf8))
         case .rawValue(let value):
-            if case .null = value { return LocalReadResponse(status: 204, contentType: "text/plain", body: []) }
+            if case .null = value {
+                return LocalReadResponse(status: 204, contentType: "text/plain", body: [])
+            }
             let text: String
             switch value {
             case .string(let s): text = s
@@ -53,7 +55,10 @@ struct ODataJSONSerializer {
             var object = entityJSON(e, topLevel: true)
             if !v2, format.metadata != .none {
                 object.insert(
-                    ("@odata.context", .string(root + "$metadata#" + set + selectSuffix(options) + "/$entity")),
+                    (
+                        "@odata.context",
+                        .string(root + "$metadata#" + set + selectSuffix(options) + "/$entity")
+                    ),
                     at: 0)
             }
             var response = json(v2 ? .object([("d", .object(object))]) : .object(object))

@@ -129,7 +129,8 @@ extension ODataMirror {
                 let columns =
                     [#""_dr" TEXT NOT NULL"#]
                     + link.sourceKey.map {
-                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " " + MirrorColumn.sqlType($0.type) + " NOT NULL"
+                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)
+                            + " NOT NULL"
                     }
                     + link.targetKey.map {
                         q(MirrorLinkNavigation.targetColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)

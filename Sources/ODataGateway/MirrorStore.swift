@@ -79,7 +79,8 @@ public final class ODataMirror: Sendable {
     /// Sets a value of `_mg_meta`.
     func setMeta(_ key: String, _ value: String) throws {
         try pool.write { db in
-            try db.run(#"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES (?, ?)"#, [.text(key), .text(value)])
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES (?, ?)"#, [.text(key), .text(value)])
         }
     }
 

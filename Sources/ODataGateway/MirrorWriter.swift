@@ -61,7 +61,8 @@ struct MirrorWriter {
     }
 
     /// Replaces the stored members (and ETag) of the entity with `key`.
-    func update(_ layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)], etag: String?) throws {
+    func update(_ layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)], etag: String?) throws
+    {
         let (whereSQL, whereValues) = model.keyPredicate(key, in: layout)
         let sets = ([#""_json" = ?"#, #""_etag" = ?"#] + layout.columns.map { "\(q($0.name)) = ?" })
             .joined(separator: ", ")
@@ -100,7 +101,8 @@ struct MirrorWriter {
 
     /// After an upload: the row created locally with key predicate `old` takes the server's key `new`:
     /// the server's entity when the response carried it, else the local row with the server's key.
-    func replaceKey(_ layout: MirrorSetLayout, old: String, new: String, entity: [(String, RawJSON)]?) throws {
+    func replaceKey(_ layout: MirrorSetLayout, old: String, new: String, entity: [(String, RawJSON)]?) throws
+    {
         let m = model
         let keys = m.model.keyProperties(of: layout.entityType)
         guard keys.count == 1, let oldLiteral = ODataKeyText.literal(old, keys[0], m.version),
@@ -150,7 +152,8 @@ struct MirrorWriter {
         let keys = layout.key
         let keyValues = keys.map { k in
             layout.columns.first { $0.name == k }.map {
-                MirrorColumn.columnValue(MirrorColumn.lookup(entity.properties, $0.path), $0.type, model.version)
+                MirrorColumn.columnValue(
+                    MirrorColumn.lookup(entity.properties, $0.path), $0.type, model.version)
             } ?? .null
         }
         let whereSQL = keys.map { "\(q($0)) = ?" }.joined(separator: " AND ")
@@ -174,6 +177,8 @@ extension ODataMirror {
     /// Runs `body` with a writer in one transaction on the writer connection; throws without a model.
     func write<T>(_ body: (MirrorWriter) throws -> T) throws -> T {
         guard let m = model else { throw MirrorError("no $metadata") }
-        return try pool.write { db in try db.transaction(.immediate) { try body(MirrorWriter(db: db, model: m)) } }
+        return try pool.write { db in
+            try db.transaction(.immediate) { try body(MirrorWriter(db: db, model: m)) }
+        }
     }
 }

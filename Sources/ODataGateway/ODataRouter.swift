@@ -81,7 +81,8 @@ final class ODataRouter: Sendable {
 
     /// Forwards, tagged as remote.
     func remote(
-        _ request: HTTPRequest, _ responder: any Responder, fallback: (@Sendable (UpstreamError) -> Bool)? = nil
+        _ request: HTTPRequest, _ responder: any Responder,
+        fallback: (@Sendable (UpstreamError) -> Bool)? = nil
     ) {
         forwarder.forward(request, OriginResponder(inner: responder, origin: "remote"), fallback: fallback)
     }
@@ -103,7 +104,8 @@ final class ODataRouter: Sendable {
         else { return nil }
         var resolved = request
         resolved.target =
-            mount.path + set + server + String(path[path.index(after: close)...]) + (query.isEmpty ? "" : "?" + query)
+            mount.path + set + server + String(path[path.index(after: close)...])
+            + (query.isEmpty ? "" : "?" + query)
         return resolved
     }
 
@@ -151,7 +153,8 @@ final class ODataRouter: Sendable {
     private func routeWrite(_ request: HTTPRequest, _ responder: any Responder) {
         if let given = request.headers["X-CSRF-Token"], given != csrf.gatewayToken {
             var r = ODataServiceError.response(
-                403, code: "CSRFTokenRequired", "CSRF token validation failed; fetch one with X-CSRF-Token: Fetch",
+                403, code: "CSRFTokenRequired",
+                "CSRF token validation failed; fetch one with X-CSRF-Token: Fetch",
                 version: reader.version)
             r.headers.set("X-CSRF-Token", "Required")
             OriginResponder(inner: responder, origin: "local").respond(r)
@@ -209,12 +212,15 @@ final class ODataRouter: Sendable {
                 pool.submit { [self] in reflectForwardedWrite(request, location: location) }
             }
         }
-        let watcher = CSRFRetryResponder(inner: relayed, retry: retry, forget: { [csrf] in csrf.forget(request) })
+        let watcher = CSRFRetryResponder(
+            inner: relayed, retry: retry, forget: { [csrf] in csrf.forget(request) })
         var fallback: (@Sendable (UpstreamError) -> Bool)?
         if mirrored, batch {
             fallback = { [self] error in
                 // A batch with changes that may have reached the upstream is not applied a second time.
-                if error.kind != .refused, error.kind != .dns, ODataBatchCodec.hasChanges(request) { return false }
+                if error.kind != .refused, error.kind != .dns, ODataBatchCodec.hasChanges(request) {
+                    return false
+                }
                 pool.submit { [self] in answerBatch(request, responder) }
                 return true
             }

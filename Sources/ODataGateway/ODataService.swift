@@ -57,7 +57,8 @@ public final class ODataService: Sendable {
         let forwarder = ODataForwarder(settings: settings, loop: loop, client: client, logger: logger)
         let csrf = ODataCSRF()
         reader = ODataLocalReader(
-            mirror: mirror, mount: settings.mountPoint, version: settings.version, pageSize: mirrorSettings.pageSize)
+            mirror: mirror, mount: settings.mountPoint, version: settings.version,
+            pageSize: mirrorSettings.pageSize)
         writer = ODataOfflineWriter(
             mirror: mirror, queue: queue, reader: reader, settings: settings, mirrorSettings: mirrorSettings)
         downloader = ODataDownloader(
@@ -67,9 +68,11 @@ public final class ODataService: Sendable {
             downloader: downloader, csrf: csrf, client: client, stopSignal: stopSignal, logger: logger)
         archive = ODataErrorArchive(uploader: uploader, logger: logger)
         scheduler = ODataDownloadScheduler(
-            downloader: downloader, uploader: uploader, interval: mirrorSettings.interval, stopSignal: stopSignal)
+            downloader: downloader, uploader: uploader, interval: mirrorSettings.interval,
+            stopSignal: stopSignal)
         router = ODataRouter(
-            forwarder: forwarder, csrf: csrf, reader: reader, writer: writer, archive: archive, uploader: uploader,
+            forwarder: forwarder, csrf: csrf, reader: reader, writer: writer, archive: archive,
+            uploader: uploader,
             pool: pool, client: client, logger: logger)
     }
 
@@ -81,7 +84,9 @@ public final class ODataService: Sendable {
     public var version: ODataVersion { mirror.version(configured: settings.version) }
 
     /// Routes one request under the mount without blocking.
-    public func handle(_ request: HTTPRequest, _ responder: any Responder) { router.handle(request, responder) }
+    public func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        router.handle(request, responder)
+    }
 
     /// The separate service at `/_mirrorgate/odata/{service}/` (`path` relative to it): its service
     /// document, `$metadata`, the ErrorArchive/RequestQueue/EventLog sets, and `DELETE
@@ -91,7 +96,8 @@ public final class ODataService: Sendable {
     ) {
         let entityRoot = settings.mountPoint.gatewayRoot(for: request)
         router.local(responder) { [archive] in
-            archive.response(request, path: path, serviceRoot: serviceRoot, entityRoot: entityRoot, isService: true)
+            archive.response(
+                request, path: path, serviceRoot: serviceRoot, entityRoot: entityRoot, isService: true)
         }
     }
 

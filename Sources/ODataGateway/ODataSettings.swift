@@ -105,7 +105,8 @@ extension ODataServiceSettings {
 
     /// `customHeaders`, then `customCookies` as one `Cookie` header.
     var customFields: [(name: String, value: String)] {
-        customHeaders.map { (name: $0.0, value: $0.1) } + (customCookie.map { [(name: "Cookie", value: $0)] } ?? [])
+        customHeaders.map { (name: $0.0, value: $0.1) }
+            + (customCookie.map { [(name: "Cookie", value: $0)] } ?? [])
     }
 
     /// `customCookies` as the value of one `Cookie` header; nil when there are none.
@@ -195,4 +196,3 @@ public struct ODataMirrorSettings: Sendable {
         self.databasePath = databasePath
     }
 }
-

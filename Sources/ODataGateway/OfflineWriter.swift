@@ -89,7 +89,8 @@ struct ODataOfflineWriter: Sendable {
             var headers = request.headers
             headers.remove("Content-Type")
             var read = reader.response(
-                to: HTTPRequest(method: "GET", target: mount.path + outcome.set + createdKey, headers: headers))
+                to: HTTPRequest(
+                    method: "GET", target: mount.path + outcome.set + createdKey, headers: headers))
             read.status = 201
             read.headers.set("Location", root + outcome.set + createdKey)
             if version == .v4 { read.headers.set("OData-EntityId", root + outcome.set + createdKey) }
@@ -332,7 +333,9 @@ struct ODataOfflineWriter: Sendable {
                     .flatMap({
                         m.layouts[$0.name]
                     }) ?? m.layouts.values.first(where: { $0.entityType == nav.target })
-            else { throw ODataServiceError(400, "BadRequest", "no entity set for the navigation '\(nav.name)'") }
+            else {
+                throw ODataServiceError(400, "BadRequest", "no entity set for the navigation '\(nav.name)'")
+            }
             // The side whose constraint properties are its key is the principal.
             let keyNames = Set(keyProperties.map(\.name))
             let sourceIsPrincipal =

@@ -158,7 +158,8 @@ extension ODataRequestQueue {
     /// default order), a page of them when `page` is given, with the total count; each row by column name
     /// (the set's properties plus `AffectedEntity`).
     func archiveRows(
-        _ set: String, columns: [String], condition: SQLFragment?, order: String?, page: (top: Int?, skip: Int?)?
+        _ set: String, columns: [String], condition: SQLFragment?, order: String?,
+        page: (top: Int?, skip: Int?)?
     ) throws -> (total: Int, rows: [[String: SQLValue]]) {
         let whereSQL = condition.map { " WHERE " + $0.sql } ?? ""
         let bindings = condition?.bindings.map(SQLValue.init) ?? []
@@ -175,7 +176,8 @@ extension ODataRequestQueue {
         let ordering = (order.map { $0 + ", " } ?? "") + Self.archiveDefaultOrder(set)
         let rows = try pool.read { db in
             try db.query(
-                #"SELECT "t0".* "# + from + whereSQL + " ORDER BY " + ordering + limit, bindings + limitValues)
+                #"SELECT "t0".* "# + from + whereSQL + " ORDER BY " + ordering + limit, bindings + limitValues
+            )
         }
         return (
             total,

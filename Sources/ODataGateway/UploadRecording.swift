@@ -33,7 +33,8 @@ extension ODataUploader {
         logger.warning(
             "odata upload: \(what) moved to the ErrorArchive",
             metadata: [
-                "service": "\(settings.name)", "method": "\(rows.first?.method ?? "")", "requests": "\(rows.count)",
+                "service": "\(settings.name)", "method": "\(rows.first?.method ?? "")",
+                "requests": "\(rows.count)",
                 "status": "\(status)", "code": "\(code ?? "")",
             ])
     }
@@ -56,7 +57,8 @@ extension ODataUploader {
 
     /// Inside `db`'s transaction: removes an uploaded request; for a create with a local key, the server's
     /// key (from the response body, else `location`) replaces it in the mirror and in later queued requests.
-    func recordUploaded(_ request: QueuedRequest, body: [UInt8], location: String?, in w: MirrorWriter) throws {
+    func recordUploaded(_ request: QueuedRequest, body: [UInt8], location: String?, in w: MirrorWriter) throws
+    {
         var serverKey: String?
         var serverEntity: [(String, RawJSON)]?
         let m = w.model
@@ -78,7 +80,8 @@ extension ODataUploader {
         }
         try queue.remove(request, in: w.db)
         if request.nested != nil { try recordNested(request, body: body, in: w) }
-        guard let old = request.localKey, let new = serverKey, let layout = m.layouts[request.entitySet] else {
+        guard let old = request.localKey, let new = serverKey, let layout = m.layouts[request.entitySet]
+        else {
             return
         }
         try queue.replaceKey(
@@ -108,7 +111,8 @@ extension ODataUploader {
                 keys.allSatisfy({ k in members.contains { $0.0 == k.name } })
             {
                 let server = ODataKeyText.predicate(members, keys, version: m.version)
-                try queue.replaceKey(set: set, old: key, new: server, stringKey: ODataKeyText.unquote(key), in: w.db)
+                try queue.replaceKey(
+                    set: set, old: key, new: server, stringKey: ODataKeyText.unquote(key), in: w.db)
                 try w.replaceKey(layout, old: key, new: server, entity: members)
             } else {
                 try w.delete(layout, predicate: key)

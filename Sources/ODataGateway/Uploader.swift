@@ -268,13 +268,15 @@ final class ODataUploader: Sendable {
         let sent = rows
         return UploadUnit(
             rows: rows, noun: "changeset", method: "POST", url: "$batch", headers: headers,
-            body: ODataBatchCodec.changesetBody(parts, boundary: boundary, changesetBoundary: changesetBoundary),
+            body: ODataBatchCodec.changesetBody(
+                parts, boundary: boundary, changesetBoundary: changesetBoundary),
             writer: first
         ) { response in
             guard (200..<300).contains(response.status) else {
                 return .rejected(status: response.status, body: response.body)
             }
-            let items = ODataBatchCodec.responses(response.body, contentType: response.header("Content-Type") ?? "")
+            let items = ODataBatchCodec.responses(
+                response.body, contentType: response.header("Content-Type") ?? "")
             if let parts = items?.first, parts.count == sent.count, parts.allSatisfy({ $0.status < 300 }) {
                 // Parts are matched by the Content-ID the upstream echoes, else by position.
                 var byID: [String: ODataBatchCodec.PartResponse] = [:]
@@ -328,7 +330,8 @@ final class ODataUploader: Sendable {
                 if unknown, !unit.idempotent, !mayResend {
                     archive(
                         rows, status: 0, code: "MG_IN_DOUBT",
-                        message: "the connection was lost after the \(unit.noun) was sent; its outcome is unknown",
+                        message:
+                            "the connection was lost after the \(unit.noun) was sent; its outcome is unknown",
                         body: nil, what: unit.noun)
                     return .inDoubt
                 }
@@ -454,7 +457,9 @@ final class ODataUploader: Sendable {
             (name: $0.name, value: $0.value)
         }
         headers += s.customHeaders.map { (name: $0.0, value: $0.1) }
-        if let cookie = s.customCookie, prepared.headers["Cookie"] == nil { headers.append(("Cookie", cookie)) }
+        if let cookie = s.customCookie, prepared.headers["Cookie"] == nil {
+            headers.append(("Cookie", cookie))
+        }
         return headers
     }
 }
