@@ -103,7 +103,7 @@ let package = Package(
             ],
             swiftSettings: strict),
         // Test support: fixtures, fakes and helpers for the unit tests; only test targets import it.
-        .target(name: "MirrorgateTesting", swiftSettings: strict),
+        .target(name: "MirrorgateTesting", resources: [.copy("Resources/OData")], swiftSettings: strict),
         .executableTarget(
             name: "mirrorgate",
             dependencies: [

@@ -41,14 +41,7 @@ extension ODataDownloader {
                     setObject.flatMap { m.model.targetEntitySet(from: $0, navigationPath: name) }?.name
                     ?? m.layouts.values.first(where: { $0.entityType == nav.target })?.set.name
                 guard let targetSet else { continue }
-                var items: [RawJSON] = []
-                if let a = value.elements {
-                    items = a
-                } else if let r = value["results"]?.elements {
-                    items = r
-                } else if value.members != nil, value["__deferred"] == nil {
-                    items = [value]
-                }
+                let items = value.navigationItems
                 let deferred = value["__deferred"] != nil
                 var related: [[(String, RawJSON)]] = []
                 for item in items {
@@ -68,5 +61,16 @@ extension ODataDownloader {
             links += ODataMirror.linkRecords(
                 model: m, set: set, properties: properties, navigation: name, related: related)
         }
+    }
+}
+
+extension RawJSON {
+    /// The entities an inline navigation value holds: a V4 array, a V2 `{"results":[…]}`, one entity
+    /// object; none for a V2 `{"__deferred":…}` or anything else.
+    var navigationItems: [RawJSON] {
+        if let a = elements { return a }
+        if let r = self["results"]?.elements { return r }
+        if members != nil, self["__deferred"] == nil { return [self] }
+        return []
     }
 }

@@ -38,31 +38,13 @@ struct DownloadState: ExclusiveRunState {
 /// local changes that wait in the queue (it fails and is retried after the upload); every upstream
 /// call reports to the reachability tracker. It may touch the mirror, read the queue's count and call
 /// the upstream with the blocking client; it knows nothing of routing or uploads.
-final class ODataDownloader: Sendable {
-    let mirror: ODataMirror
-    let queue: ODataRequestQueue
-    let settings: ODataServiceSettings
-    let mirrorSettings: ODataMirrorSettings
-    let client: UpstreamClient
-    let reachability: ReachabilityTracker
-    let logger: Logger
+final class ODataDownloader: ODataServicePart {
+    let context: ODataServiceContext
     let state = Mutex(DownloadState())
     /// Called after every download with its outcome (for events).
     private let listeners = Mutex<[@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void]>([])
 
-    init(
-        mirror: ODataMirror, queue: ODataRequestQueue, settings: ODataServiceSettings,
-        mirrorSettings: ODataMirrorSettings, client: UpstreamClient, reachability: ReachabilityTracker,
-        logger: Logger
-    ) {
-        self.mirror = mirror
-        self.queue = queue
-        self.settings = settings
-        self.mirrorSettings = mirrorSettings
-        self.client = client
-        self.reachability = reachability
-        self.logger = logger
-    }
+    init(context: ODataServiceContext) { self.context = context }
 
     /// Registers a listener for download outcomes.
     func onDownload(_ body: @escaping @Sendable (Result<ODataDownloadStats, MirrorError>) -> Void) {
@@ -284,14 +266,11 @@ enum FetchedEntity {
 /// changes were queued before a restart), then every `interval` (an upload first while changes wait),
 /// and an upload whenever the upstream becomes reachable again (the upload downloads when it leaves the
 /// queue empty).
-final class ODataDownloadScheduler: Sendable {
+final class ODataDownloadScheduler: ODataServicePart {
     let downloader: ODataDownloader
     let uploader: ODataUploader
     let interval: Duration
     let stopSignal: StopSignal
-    var mirror: ODataMirror { downloader.mirror }
-    var queue: ODataRequestQueue { downloader.queue }
-    var reachability: ReachabilityTracker { downloader.reachability }
 
     init(downloader: ODataDownloader, uploader: ODataUploader, interval: Duration, stopSignal: StopSignal) {
         self.downloader = downloader
@@ -299,6 +278,8 @@ final class ODataDownloadScheduler: Sendable {
         self.interval = interval
         self.stopSignal = stopSignal
     }
+
+    var context: ODataServiceContext { downloader.context }
 
     /// Starts the scheduler thread and the reachability trigger.
     func start() {

@@ -31,26 +31,11 @@ public struct ErrorArchiveBusy: Error, CustomStringConvertible {
 /// upload runs (``ErrorArchiveBusy``) and keeps uploads from starting while it runs; nothing of a queued
 /// request's credentials is exposed. It may touch the queue, the mirror (through ``MirrorWriter``), the
 /// uploader (exclusivity, the upload after a revert) and the downloader (fetching entities back).
-final class ODataErrorArchive: Sendable {
-    let mirror: ODataMirror
-    let queue: ODataRequestQueue
-    let settings: ODataServiceSettings
-    let mirrorSettings: ODataMirrorSettings
-    let csrf: ODataCSRF
+struct ODataErrorArchive: ODataServicePart {
+    let context: ODataServiceContext
     let uploader: ODataUploader
-    let logger: Logger
 
-    init(uploader: ODataUploader, logger: Logger) {
-        self.uploader = uploader
-        self.mirror = uploader.mirror
-        self.queue = uploader.queue
-        self.settings = uploader.settings
-        self.mirrorSettings = uploader.mirrorSettings
-        self.csrf = uploader.csrf
-        self.logger = logger
-    }
-
-    var version: ODataVersion { mirror.version(configured: settings.version) }
+    var csrf: ODataCSRF { uploader.csrf }
 
     /// Whether a request under the mount addresses an archive set (`ErrorArchive…`, `RequestQueue…`,
     /// `EventLog…`) that the upstream's model does not define itself.

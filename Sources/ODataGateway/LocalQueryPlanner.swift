@@ -267,20 +267,34 @@ struct LocalQueryPlanner {
     mutating func whereClause(_ scope: LocalScope, _ options: ODataQueryOptions) throws(ODataServiceError)
         -> SQLFragment
     {
-        var condition = scope.condition("t0")
-        if let filter = options.filter {
-            let mapping = MirrorSQLMapping(m)
-            do {
-                let parser = ODataFilterParser(
-                    model: m.model, entityType: scope.layout.entityType, version: m.version)
-                let expr = try parser.parseFilter(filter)
-                let translator = ODataSQLTranslator(
-                    mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
-                condition = condition + " AND (" + (try translator.translateFilter(expr)) + ")"
-            } catch { throw ODataServiceError(error) }
-            try requireLinks(mapping.usage.all)
+        let condition = scope.condition("t0")
+        guard let filter = options.filter else { return condition }
+        return condition + " AND ("
+            + (try translate(scope) { parser, translator throws(ODataCore.ODataError) in
+                try translator.translateFilter(try parser.parseFilter(filter))
+            }) + ")"
+    }
+
+    /// Runs `body` with a parser and a translator for `scope`'s entity type over the mirror's mapping
+    /// (referential constraints, then link tables); a translation through link tables is answered only
+    /// when the links it uses were downloaded for every source row.
+    func translate(
+        _ scope: LocalScope,
+        _ body: (ODataFilterParser, ODataSQLTranslator) throws(ODataCore.ODataError) -> SQLFragment
+    ) throws(ODataServiceError) -> SQLFragment {
+        let mapping = MirrorSQLMapping(m)
+        let fragment: SQLFragment
+        do {
+            let parser = ODataFilterParser(
+                model: m.model, entityType: scope.layout.entityType, version: m.version)
+            let translator = ODataSQLTranslator(
+                mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
+            fragment = try body(parser, translator)
+        } catch {
+            throw ODataServiceError(error)
         }
-        return condition
+        try requireLinks(mapping.usage.all)
+        return fragment
     }
 
     mutating func count(_ scope: LocalScope, options: ODataQueryOptions) throws(ODataServiceError) -> Int {
@@ -298,18 +312,11 @@ struct LocalQueryPlanner {
         var order: [String] = []
         var orderBindings: [SQLBinding] = []
         if let orderBy = options.orderBy {
-            let mapping = MirrorSQLMapping(m)
-            do {
-                let parser = ODataFilterParser(
-                    model: m.model, entityType: scope.layout.entityType, version: m.version)
-                let items = try parser.parseOrderBy(orderBy)
-                let translator = ODataSQLTranslator(
-                    mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
-                let f = try translator.translateOrderBy(items)
-                order.append(f.sql)
-                orderBindings = f.bindings
-            } catch { throw ODataServiceError(error) }
-            try requireLinks(mapping.usage.all)
+            let f = try translate(scope) { parser, translator throws(ODataCore.ODataError) in
+                try translator.translateOrderBy(try parser.parseOrderBy(orderBy))
+            }
+            order.append(f.sql)
+            orderBindings = f.bindings
         }
         order += scope.layout.key.map { "\"t0\".\(q($0)) ASC" }
         if order.isEmpty { order = ["\"t0\".rowid ASC"] }

@@ -18,40 +18,19 @@ import Upstream
 /// Promises: ``handle(_:_:)`` never blocks (local work runs on the worker pool, forwarding on the curl
 /// loop); every response carries `X-Mirrorgate-Origin: remote|local`. It owns its forwarder and CSRF
 /// sessions and holds the parts it hands requests to; none of them holds it.
-final class ODataRouter: Sendable {
+struct ODataRouter: ODataServicePart {
+    let context: ODataServiceContext
     let forwarder: ODataForwarder
-    let csrf: ODataCSRF
     let reader: ODataLocalReader
     let writer: ODataOfflineWriter
     let archive: ODataErrorArchive
     let uploader: ODataUploader
-    let downloader: ODataDownloader
     let pool: WorkerPool
-    let client: UpstreamClient
-    let logger: Logger
 
-    init(
-        forwarder: ODataForwarder, csrf: ODataCSRF, reader: ODataLocalReader, writer: ODataOfflineWriter,
-        archive: ODataErrorArchive, uploader: ODataUploader, pool: WorkerPool, client: UpstreamClient,
-        logger: Logger
-    ) {
-        self.forwarder = forwarder
-        self.csrf = csrf
-        self.reader = reader
-        self.writer = writer
-        self.archive = archive
-        self.uploader = uploader
-        self.downloader = uploader.downloader
-        self.pool = pool
-        self.client = client
-        self.logger = logger
-    }
-
-    var mirror: ODataMirror { reader.mirror }
-    var queue: ODataRequestQueue { writer.queue }
-    var mount: ODataMount { reader.mount }
-    var localFirst: Bool { writer.mirrorSettings.localFirst }
-    var isReachable: Bool { forwarder.reachability.isReachable }
+    var csrf: ODataCSRF { uploader.csrf }
+    var downloader: ODataDownloader { uploader.downloader }
+    var localFirst: Bool { mirrorSettings.localFirst }
+    var isReachable: Bool { reachability.isReachable }
 
     /// Routes one request without blocking.
     func handle(_ original: HTTPRequest, _ originalResponder: any Responder) {

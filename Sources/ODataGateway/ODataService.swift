@@ -5,6 +5,36 @@ import JSONCore
 import Logging
 import Upstream
 
+/// What every part of one OData service shares: its mirror and request queue (one file), its settings,
+/// the blocking upstream client, the upstream's reachability tracker and the logger.
+struct ODataServiceContext: Sendable {
+    let mirror: ODataMirror
+    let queue: ODataRequestQueue
+    let settings: ODataServiceSettings
+    let mirrorSettings: ODataMirrorSettings
+    let client: UpstreamClient
+    let reachability: ReachabilityTracker
+    let logger: Logger
+}
+
+/// A part of an OData service: reaches the shared pieces through its ``ODataServiceContext``.
+protocol ODataServicePart: Sendable {
+    var context: ODataServiceContext { get }
+}
+
+extension ODataServicePart {
+    var mirror: ODataMirror { context.mirror }
+    var queue: ODataRequestQueue { context.queue }
+    var settings: ODataServiceSettings { context.settings }
+    var mirrorSettings: ODataMirrorSettings { context.mirrorSettings }
+    var client: UpstreamClient { context.client }
+    var reachability: ReachabilityTracker { context.reachability }
+    var logger: Logger { context.logger }
+    /// The service's version (configured, else from the mirrored `$metadata`, else V4).
+    var version: ODataVersion { mirror.version(configured: settings.version) }
+    var mount: ODataMount { settings.mountPoint }
+}
+
 /// One OData service behind one facade: its SQLite mirror filled by defining requests (or bootstrap
 /// files), the routing of reads and writes, offline writes into a durable request queue, their upload,
 /// the ErrorArchive, and the downloads at start, after uploads, on demand and on an interval.
@@ -55,25 +85,23 @@ public final class ODataService: Sendable {
         }
         queue = try ODataRequestQueue(pool: mirror.pool)
         let forwarder = ODataForwarder(settings: settings, loop: loop, client: client, logger: logger)
-        let csrf = ODataCSRF()
+        let context = ODataServiceContext(
+            mirror: mirror, queue: queue, settings: settings, mirrorSettings: mirrorSettings, client: client,
+            reachability: forwarder.reachability, logger: logger)
         reader = ODataLocalReader(
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
-        writer = ODataOfflineWriter(
-            mirror: mirror, queue: queue, reader: reader, settings: settings, mirrorSettings: mirrorSettings)
-        downloader = ODataDownloader(
-            mirror: mirror, queue: queue, settings: settings, mirrorSettings: mirrorSettings, client: client,
-            reachability: forwarder.reachability, logger: logger)
+        writer = ODataOfflineWriter(context: context, reader: reader)
+        downloader = ODataDownloader(context: context)
         uploader = ODataUploader(
-            downloader: downloader, csrf: csrf, client: client, stopSignal: stopSignal, logger: logger)
-        archive = ODataErrorArchive(uploader: uploader, logger: logger)
+            context: context, downloader: downloader, csrf: ODataCSRF(), stopSignal: stopSignal)
+        archive = ODataErrorArchive(context: context, uploader: uploader)
         scheduler = ODataDownloadScheduler(
             downloader: downloader, uploader: uploader, interval: mirrorSettings.interval,
             stopSignal: stopSignal)
         router = ODataRouter(
-            forwarder: forwarder, csrf: csrf, reader: reader, writer: writer, archive: archive,
-            uploader: uploader,
-            pool: pool, client: client, logger: logger)
+            context: context, forwarder: forwarder, reader: reader, writer: writer, archive: archive,
+            uploader: uploader, pool: pool)
     }
 
     /// The service's name.

@@ -45,15 +45,9 @@ struct LocalWriteInput {
 /// integers or `local-…` strings, never reused; ETags it mints (`W/"mg-…"`) never go upstream. It may
 /// touch the mirror (through ``MirrorWriter``), the queue and the local reader (to answer a create with
 /// the stored entity); it never calls the upstream.
-struct ODataOfflineWriter: Sendable {
-    let mirror: ODataMirror
-    let queue: ODataRequestQueue
+struct ODataOfflineWriter: ODataServicePart {
+    let context: ODataServiceContext
     let reader: ODataLocalReader
-    let settings: ODataServiceSettings
-    let mirrorSettings: ODataMirrorSettings
-
-    var version: ODataVersion { reader.version }
-    var mount: ODataMount { settings.mountPoint }
 
     /// Blocking: applies a single-request write to the mirror and appends it to the queue in one fsynced
     /// transaction, then answers as the client's version expects.
@@ -240,14 +234,7 @@ struct ODataOfflineWriter: Sendable {
             }
             if name == "__metadata" || name.hasPrefix("@") || name.contains("@") { continue }
             if let nav = m.model.navigationProperty(named: name, in: type) {
-                var items: [RawJSON] = []
-                if let a = value.elements {
-                    items = a
-                } else if let r = value["results"]?.elements {
-                    items = r
-                } else if value.members != nil, value["__deferred"] == nil {
-                    items = [value]
-                }
+                let items = value.navigationItems
                 var entities: [[(String, RawJSON)]] = []
                 for item in items {
                     guard let o = item.members else { continue }
@@ -355,13 +342,7 @@ struct ODataOfflineWriter: Sendable {
             let (stored, minted) = try createEntity(
                 w, layout: target, members: inner, nested: innerNested, record: &record,
                 depth: depth + 1)
-            if minted, depth == 0 {
-                record.append([
-                    "set": target.set.name, "nav": nav.name, "index": String(index),
-                    "key": ODataKeyText.predicate(
-                        stored, m.model.keyProperties(of: target.entityType), version: m.version),
-                ])
-            }
+            if minted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
             for c in nav.referentialConstraints {
                 if let v = stored.first(where: { $0.0 == c.referencedProperty })?.1 {
                     Self.setMember(&members, c.property, v)
@@ -393,15 +374,22 @@ struct ODataOfflineWriter: Sendable {
             let (stored, innerMinted) = try createEntity(
                 w, layout: target, members: inner, nested: innerNested, record: &record,
                 depth: depth + 1)
-            if innerMinted, depth == 0 {
-                record.append([
-                    "set": target.set.name, "nav": nav.name, "index": String(index),
-                    "key": ODataKeyText.predicate(
-                        stored, m.model.keyProperties(of: target.entityType), version: m.version),
-                ])
-            }
+            if innerMinted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
         }
         return (members, minted)
+    }
+
+    /// What the queue entry of a deep insert records of one nested entity created with a minted key:
+    /// `set`, `nav`, `index` (position under the navigation property) and `key`.
+    static func nestedRecord(
+        _ m: MirrorModel, _ target: MirrorSetLayout, _ nav: EdmNavigationProperty, _ index: Int,
+        _ stored: [(String, RawJSON)]
+    ) -> [String: String] {
+        [
+            "set": target.set.name, "nav": nav.name, "index": String(index),
+            "key": ODataKeyText.predicate(
+                stored, m.model.keyProperties(of: target.entityType), version: m.version),
+        ]
     }
 
     private func insert(_ w: MirrorWriter, layout: MirrorSetLayout, members: [(String, RawJSON)]) throws {

@@ -51,36 +51,20 @@ struct UploadState: ExclusiveRunState {
 /// send uses a fresh connection (libcurl re-sends silently on a reused dead one). It may touch the
 /// queue, the mirror (through ``MirrorWriter``), the CSRF sessions and the upstream; after a complete
 /// run it starts a download.
-final class ODataUploader: Sendable {
-    let mirror: ODataMirror
-    let queue: ODataRequestQueue
-    let settings: ODataServiceSettings
-    let mirrorSettings: ODataMirrorSettings
-    let csrf: ODataCSRF
-    let client: UpstreamClient
+final class ODataUploader: ODataServicePart {
+    let context: ODataServiceContext
     let downloader: ODataDownloader
+    let csrf: ODataCSRF
     let stopSignal: StopSignal
-    let logger: Logger
     let state = Mutex(UploadState())
     private let listeners = Mutex<[@Sendable (ODataUploadStats?) -> Void]>([])
 
-    init(
-        downloader: ODataDownloader, csrf: ODataCSRF, client: UpstreamClient, stopSignal: StopSignal,
-        logger: Logger
-    ) {
+    init(context: ODataServiceContext, downloader: ODataDownloader, csrf: ODataCSRF, stopSignal: StopSignal) {
+        self.context = context
         self.downloader = downloader
-        self.mirror = downloader.mirror
-        self.queue = downloader.queue
-        self.settings = downloader.settings
-        self.mirrorSettings = downloader.mirrorSettings
         self.csrf = csrf
-        self.client = client
         self.stopSignal = stopSignal
-        self.logger = logger
     }
-
-    var version: ODataVersion { mirror.version(configured: settings.version) }
-    var reachability: ReachabilityTracker { downloader.reachability }
 
     /// Registers a listener for uploads: called with nil when a run starts, then with its outcome.
     func onUpload(_ body: @escaping @Sendable (ODataUploadStats?) -> Void) {
@@ -302,12 +286,10 @@ final class ODataUploader: Sendable {
         if rows.contains(where: { $0.sentAt != nil }), !unit.idempotent, !mayResend {
             // Sent before (the gateway stopped, or the connection broke) with an unknown outcome: re-sending
             // could apply it twice.
-            archive(
-                rows, status: 0, code: "MG_IN_DOUBT",
-                message:
-                    "the \(unit.noun) was sent but its outcome is unknown; it was not re-sent to avoid applying it twice",
-                body: nil, what: unit.noun)
-            return .inDoubt
+            return holdInDoubt(
+                unit,
+                "the \(unit.noun) was sent but its outcome is unknown; it was not re-sent to avoid applying it twice"
+            )
         }
         var attempts = rows.map(\.attempts).max() ?? 0
         var csrfRetried = false
@@ -328,12 +310,9 @@ final class ODataUploader: Sendable {
                 let unknown = error.outcomeUnknown
                 if !unknown { try? markSent(rows, false) }
                 if unknown, !unit.idempotent, !mayResend {
-                    archive(
-                        rows, status: 0, code: "MG_IN_DOUBT",
-                        message:
-                            "the connection was lost after the \(unit.noun) was sent; its outcome is unknown",
-                        body: nil, what: unit.noun)
-                    return .inDoubt
+                    return holdInDoubt(
+                        unit,
+                        "the connection was lost after the \(unit.noun) was sent; its outcome is unknown")
                 }
                 return .stop
             }
@@ -353,11 +332,9 @@ final class ODataUploader: Sendable {
                 finish(answers, what: "an uploaded \(unit.noun)")
                 return .done
             case .unclear(let body):
-                archive(
-                    rows, status: 0, code: "MG_IN_DOUBT",
-                    message: "the upstream's $batch response does not describe the changeset",
-                    body: String(decoding: body.prefix(4096), as: UTF8.self), what: unit.noun)
-                return .inDoubt
+                return holdInDoubt(
+                    unit, "the upstream's $batch response does not describe the changeset",
+                    body: String(decoding: body.prefix(4096), as: UTF8.self))
             case .rejected(let s, let b):
                 status = s
                 errorBody = b
@@ -382,6 +359,12 @@ final class ODataUploader: Sendable {
                 body: String(decoding: errorBody.prefix(4096), as: UTF8.self), what: unit.noun)
             return .failed
         }
+    }
+
+    /// Moves the unit's requests to the ErrorArchive as held in doubt (`MG_IN_DOUBT`): never re-sent.
+    private func holdInDoubt(_ unit: UploadUnit, _ message: String, body: String? = nil) -> SendOutcome {
+        archive(unit.rows, status: 0, code: "MG_IN_DOUBT", message: message, body: body, what: unit.noun)
+        return .inDoubt
     }
 
     private func markSent(_ rows: [QueuedRequest], _ sent: Bool) throws {
