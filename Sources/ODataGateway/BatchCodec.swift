@@ -404,11 +404,11 @@ enum ODataBatchCodec {
     }
 }
 
-extension HTTPRequest {
+extension ODataBatchCodec {
     /// A request under `mount` for one batch part: its method and `url` (relative to the service root,
     /// an absolute path or an absolute URL; `$N` references resolved by the caller), the outer batch's
     /// `Host` plus the part's own headers (`Accept: application/json` when it names none), and its body.
-    static func batchPart(
+    static func request(
         _ part: BatchPart, url: String, outer: HTTPRequest, mount: String, gatewayRoot: String
     )
         -> HTTPRequest

@@ -48,22 +48,9 @@ extension ODataServicePart {
 /// at most one download and one upload run at a time; ``stop()`` ends the scheduler and any upload
 /// backoff at once.
 public final class ODataService: Sendable {
-    /// Forwarding settings (name, mount, upstream, version, custom headers, timeouts).
-    public let settings: ODataServiceSettings
-    /// Mirror, routing and upload settings.
-    public let mirrorSettings: ODataMirrorSettings
-    /// The mirror.
-    public let mirror: ODataMirror
-    /// The durable request queue (offline writes) and the ErrorArchive.
-    public let queue: ODataRequestQueue
+    /// The router, through which every part is reached (it holds them all, none holds it).
     let router: ODataRouter
-    let reader: ODataLocalReader
-    let writer: ODataOfflineWriter
-    let downloader: ODataDownloader
-    let uploader: ODataUploader
-    let archive: ODataErrorArchive
     let scheduler: ODataDownloadScheduler
-    let pool: WorkerPool
     /// Stopped by ``stop()``: ends the scheduler's interval wait and any upload backoff at once.
     let stopSignal = StopSignal()
 
@@ -74,35 +61,45 @@ public final class ODataService: Sendable {
         settings: ODataServiceSettings, mirrorSettings: ODataMirrorSettings, loop: CurlLoop,
         client: UpstreamClient, pool: WorkerPool, logger: Logger
     ) throws {
-        self.settings = settings
-        self.mirrorSettings = mirrorSettings
-        self.pool = pool
-        mirror = try ODataMirror(path: mirrorSettings.databasePath)
+        let mirror = try ODataMirror(path: mirrorSettings.databasePath)
         if mirror.model == nil, let file = mirrorSettings.bootstrapMetadata,
             let bytes = FileManager.default.contents(atPath: file)
         {
             try mirror.install(metadata: [UInt8](bytes))
         }
-        queue = try ODataRequestQueue(pool: mirror.pool)
         let forwarder = ODataForwarder(settings: settings, loop: loop, client: client, logger: logger)
         let context = ODataServiceContext(
-            mirror: mirror, queue: queue, settings: settings, mirrorSettings: mirrorSettings, client: client,
-            reachability: forwarder.reachability, logger: logger)
-        reader = ODataLocalReader(
+            mirror: mirror, queue: try ODataRequestQueue(pool: mirror.pool), settings: settings,
+            mirrorSettings: mirrorSettings, client: client, reachability: forwarder.reachability,
+            logger: logger)
+        let reader = ODataLocalReader(
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
-        writer = ODataOfflineWriter(context: context, reader: reader)
-        downloader = ODataDownloader(context: context)
-        uploader = ODataUploader(
+        let downloader = ODataDownloader(context: context)
+        let uploader = ODataUploader(
             context: context, downloader: downloader, csrf: ODataCSRF(), stopSignal: stopSignal)
-        archive = ODataErrorArchive(context: context, uploader: uploader)
         scheduler = ODataDownloadScheduler(
             downloader: downloader, uploader: uploader, interval: mirrorSettings.interval,
             stopSignal: stopSignal)
         router = ODataRouter(
-            context: context, forwarder: forwarder, reader: reader, writer: writer, archive: archive,
-            uploader: uploader, pool: pool)
+            context: context, forwarder: forwarder, reader: reader,
+            writer: ODataOfflineWriter(context: context, reader: reader),
+            archive: ODataErrorArchive(context: context, uploader: uploader), uploader: uploader, pool: pool)
     }
+
+    /// Forwarding settings (name, mount, upstream, version, custom headers, timeouts).
+    public var settings: ODataServiceSettings { router.settings }
+    /// Mirror, routing and upload settings.
+    public var mirrorSettings: ODataMirrorSettings { router.mirrorSettings }
+    /// The mirror.
+    public var mirror: ODataMirror { router.mirror }
+    /// The durable request queue (offline writes) and the ErrorArchive.
+    public var queue: ODataRequestQueue { router.queue }
+    var reader: ODataLocalReader { router.reader }
+    var writer: ODataOfflineWriter { router.writer }
+    var archive: ODataErrorArchive { router.archive }
+    var uploader: ODataUploader { router.uploader }
+    var downloader: ODataDownloader { router.downloader }
 
     /// The service's name.
     public var name: String { settings.name }

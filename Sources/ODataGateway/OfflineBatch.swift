@@ -42,7 +42,7 @@ extension ODataOfflineWriter {
                     continue
                 }
                 if part.method == "GET" {
-                    let read = HTTPRequest.batchPart(
+                    let read = ODataBatchCodec.request(
                         part, url: ODataBatchCodec.resolveURL(part.url, references), outer: request,
                         mount: mount.path, gatewayRoot: gatewayRoot)
                     let r = reader.response(to: read)
@@ -92,7 +92,7 @@ extension ODataOfflineWriter {
                 var outcomes: [LocalWriteOutcome] = []
                 for (index, part) in parts.enumerated() {
                     let url = ODataBatchCodec.resolveURL(part.url, local)
-                    let target = HTTPRequest.batchPart(
+                    let target = ODataBatchCodec.request(
                         part, url: url, outer: request, mount: mount.path, gatewayRoot: gatewayRoot
                     )
                     .target
