@@ -45,35 +45,34 @@ struct ConfigOptions: ParsableArguments {
         help: "Configuration file (YAML). Default: config/mirrorgate.yaml, else the built-in demo.")
     var config: String?
 
-    func load() throws -> (MirrorgateConfiguration, String) {
+    /// The label of the compiled-in demo configuration in messages.
+    static let builtInDemo = "<built-in demo>"
+
+    /// The configuration and where it came from, after `fileChecks` (`check`: bootstrap files readable,
+    /// `dataDir` writable). The built-in demo's bootstrap files are compiled in (checked by a unit test);
+    /// `serve` writes them out (`MirrorgateConfiguration.writeDemoFiles`).
+    func load(fileChecks: FileChecks = []) throws -> (MirrorgateConfiguration, String) {
         let env = ProcessInfo.processInfo.environment
         if let config {
-            return (try MirrorgateConfiguration.load(path: config, environment: env), config)
+            return (
+                try MirrorgateConfiguration.load(path: config, environment: env, fileChecks: fileChecks),
+                config
+            )
         }
         let fallback = "config/mirrorgate.yaml"
         if FileManager.default.fileExists(atPath: fallback) {
-            return (try MirrorgateConfiguration.load(path: fallback, environment: env), fallback)
+            return (
+                try MirrorgateConfiguration.load(path: fallback, environment: env, fileChecks: fileChecks),
+                fallback
+            )
         }
-        var demo = try MirrorgateConfiguration.parse(
-            yaml: MirrorgateConfiguration.demoYAML, fileName: "<built-in demo>", environment: env)
-        demo.baseDirectory = Self.demoDataDirectory()
-        return (demo, "<built-in demo>")
-    }
-
-    /// Where the demo's bundled data is: `./config`, else the `config` folder of the checkout the binary
-    /// was built in (`<repo>/.build/<mode>/mirrorgate`), so the demo also runs from another directory.
-    static func demoDataDirectory() -> String {
-        if FileManager.default.fileExists(atPath: "config/demo.yaml") { return "config" }
-        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var dir = exe.deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("config")
-            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("demo.yaml").path) {
-                return candidate.path
-            }
-            dir = dir.deletingLastPathComponent()
+        let demo = try MirrorgateConfiguration.parse(
+            yaml: MirrorgateConfiguration.demoYAML, fileName: Self.builtInDemo, environment: env)
+        if fileChecks.contains(.dataDir) {
+            let issues = demo.dataDirIssues(file: Self.builtInDemo)
+            if !issues.isEmpty { throw ConfigError(issues: issues) }
         }
-        return "."
+        return (demo, Self.builtInDemo)
     }
 }
 
@@ -89,7 +88,8 @@ struct Serve: ParsableCommand {
     var dataDir: String?
 
     func run() throws {
-        var (config, source) = try options.load()
+        // an unwritable dataDir is one clean line (file:line), not a Foundation error dump at first write
+        var (config, source) = try options.load(fileChecks: dataDir == nil ? .dataDir : [])
         if let listen {
             guard let address = ListenAddress(listen) else {
                 throw ValidationError("--listen '\(listen)' is not HOST:PORT")
@@ -101,7 +101,23 @@ struct Serve: ParsableCommand {
             }
             config.server.listen = address
         }
-        if let dataDir { config.dataDir = dataDir }
+        if let dataDir {
+            config.dataDir = dataDir
+            let issues = config.dataDirIssues(file: "--data-dir")
+            if !issues.isEmpty { throw ConfigError(issues: issues) }
+        }
+        var demoDirectory: String?
+        if source == ConfigOptions.builtInDemo {
+            do {
+                demoDirectory = try MirrorgateConfiguration.writeDemoFiles()
+            } catch {
+                throw CommandFailure(
+                    description: "cannot write the built-in demo's files to \(NSTemporaryDirectory()): "
+                        + "\(error.localizedDescription)")
+            }
+            config.baseDirectory = demoDirectory ?? "."
+        }
+        defer { if let demoDirectory { try? FileManager.default.removeItem(atPath: demoDirectory) } }
         LogSetup.bootstrap(config.log)
         let logger = Logger(label: "mirrorgate")
         signal(SIGPIPE, SIG_IGN)
@@ -133,12 +149,16 @@ struct Serve: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Validate the configuration: exit 0, or 2 with every error (file:line: key: message).")
+        abstract: "Validate the configuration: exit 0, or 2 with every error (file:line: key: message).",
+        discussion: """
+            Besides keys and values, checks that every bootstrap file exists and is readable and that \
+            dataDir is a writable directory (or can be created).
+            """)
 
     @OptionGroup var options: ConfigOptions
 
     func run() throws {
-        let (_, source) = try options.load()
+        let (_, source) = try options.load(fileChecks: .all)
         print("\(source): ok")
     }
 }
