@@ -14,7 +14,7 @@ NAME=mg-image-test-$$
 VOLUME=mg-image-test-data-$$
 SCRATCH=$(mktemp -d /tmp/mg-image-test.XXXXXX)
 cleanup() {
-  podman rm -f -t 0 "$NAME" "$NAME-mounted" "$NAME-notoken" >/dev/null 2>&1 || true
+  podman rm -f -v -t 0 "$NAME" "$NAME-mounted" "$NAME-notoken" >/dev/null 2>&1 || true
   podman volume rm -f "$VOLUME" >/dev/null 2>&1 || true
   rm -rf "$SCRATCH"
 }
