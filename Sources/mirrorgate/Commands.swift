@@ -11,6 +11,21 @@ struct MirrorgateCommand: ParsableCommand {
         commandName: "mirrorgate",
         abstract:
             "A local gateway that keeps Algolia search and OData services working when the network does not.",
+        discussion: """
+            Unmodified Algolia and OData clients point at the gateway instead of the real service: it forwards \
+            while the upstream answers and answers from local SQLite mirrors when it cannot, queueing OData \
+            writes for an exactly-once upload.
+
+            Configuration: --config FILE, else config/mirrorgate.yaml in the current directory, else the \
+            built-in demo (its data is compiled in). ${NAME} in the file is replaced by the environment \
+            variable NAME. Validate a file with `mirrorgate check --config FILE`.
+
+            Exit status: 0 success, 1 runtime error (e.g. the gateway or an upstream unreachable), 2 bad usage \
+            or configuration (each problem as file:line: key: message).
+
+            Signals (serve): SIGTERM and SIGINT stop gracefully: in-flight requests get server.shutdownGrace, \
+            SQLite is checkpointed, the exit status is 0.
+            """,
         version: mirrorgateVersion,
         subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self],
         defaultSubcommand: nil)
@@ -42,7 +57,8 @@ struct MirrorgateCommand: ParsableCommand {
 struct ConfigOptions: ParsableArguments {
     @Option(
         name: .long,
-        help: "Configuration file (YAML). Default: config/mirrorgate.yaml, else the built-in demo.")
+        help: "Configuration file (YAML). Default: config/mirrorgate.yaml, else the built-in demo.",
+        completion: .file(extensions: ["yaml", "yml"]))
     var config: String?
 
     /// The label of the compiled-in demo configuration in messages.
@@ -84,7 +100,8 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Listen address HOST:PORT (overrides server.listen).")
     var listen: String?
 
-    @Option(name: .customLong("data-dir"), help: "Data directory (overrides dataDir).")
+    @Option(
+        name: .customLong("data-dir"), help: "Data directory (overrides dataDir).", completion: .directory)
     var dataDir: String?
 
     func run() throws {
