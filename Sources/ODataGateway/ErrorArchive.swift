@@ -35,8 +35,6 @@ struct ODataErrorArchive: ODataServicePart {
     let context: ODataServiceContext
     let uploader: ODataUploader
 
-    var csrf: ODataCSRF { uploader.csrf }
-
     /// Whether a request under the mount addresses an archive set (`ErrorArchive…`, `RequestQueue…`,
     /// `EventLog…`) that the upstream's model does not define itself.
     func isArchivePath(_ path: String) -> Bool {

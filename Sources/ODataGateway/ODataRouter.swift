@@ -16,8 +16,9 @@ import Upstream
 /// upstream is not. Function imports are forwarded (503 offline).
 ///
 /// Promises: ``handle(_:_:)`` never blocks (local work runs on the worker pool, forwarding on the curl
-/// loop); every response carries `X-Mirrorgate-Origin: remote|local`. It owns its forwarder and CSRF
-/// sessions and holds the parts it hands requests to; none of them holds it.
+/// loop); every response carries `X-Mirrorgate-Origin: remote|local`. It owns its forwarder, uses the
+/// service's CSRF sessions (shared with the uploader through the context) and holds the parts it hands
+/// requests to; none of them holds it.
 struct ODataRouter: ODataServicePart {
     let context: ODataServiceContext
     let forwarder: ODataForwarder
@@ -27,7 +28,6 @@ struct ODataRouter: ODataServicePart {
     let uploader: ODataUploader
     let pool: WorkerPool
 
-    var csrf: ODataCSRF { uploader.csrf }
     var downloader: ODataDownloader { uploader.downloader }
     var localFirst: Bool { mirrorSettings.localFirst }
     var isReachable: Bool { reachability.isReachable }

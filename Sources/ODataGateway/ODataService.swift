@@ -6,7 +6,9 @@ import Logging
 import Upstream
 
 /// What every part of one OData service shares: its mirror and request queue (one file), its settings,
-/// the blocking upstream client, the upstream's reachability tracker and the logger.
+/// the blocking upstream client, the upstream's reachability tracker, the CSRF sessions (the gateway's
+/// token for clients, the upstream's per set of credentials, used by forwarded writes and uploads alike)
+/// and the logger.
 struct ODataServiceContext: Sendable {
     let mirror: ODataMirror
     let queue: ODataRequestQueue
@@ -14,6 +16,7 @@ struct ODataServiceContext: Sendable {
     let mirrorSettings: ODataMirrorSettings
     let client: UpstreamClient
     let reachability: ReachabilityTracker
+    let csrf: ODataCSRF
     let logger: Logger
 }
 
@@ -29,6 +32,7 @@ extension ODataServicePart {
     var mirrorSettings: ODataMirrorSettings { context.mirrorSettings }
     var client: UpstreamClient { context.client }
     var reachability: ReachabilityTracker { context.reachability }
+    var csrf: ODataCSRF { context.csrf }
     var logger: Logger { context.logger }
     /// The service's version (configured, else from the mirrored `$metadata`, else V4).
     var version: ODataVersion { mirror.version(configured: settings.version) }
@@ -71,13 +75,13 @@ public final class ODataService: Sendable {
         let context = ODataServiceContext(
             mirror: mirror, queue: try ODataRequestQueue(pool: mirror.pool), settings: settings,
             mirrorSettings: mirrorSettings, client: client, reachability: forwarder.reachability,
-            logger: logger)
+            csrf: ODataCSRF(), logger: logger)
         let reader = ODataLocalReader(
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
         let downloader = ODataDownloader(context: context)
         let uploader = ODataUploader(
-            context: context, downloader: downloader, csrf: ODataCSRF(), stopSignal: stopSignal)
+            context: context, downloader: downloader, stopSignal: stopSignal)
         scheduler = ODataDownloadScheduler(
             downloader: downloader, uploader: uploader, interval: mirrorSettings.interval,
             stopSignal: stopSignal)

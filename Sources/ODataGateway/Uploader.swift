@@ -54,15 +54,13 @@ struct UploadState: ExclusiveRunState {
 final class ODataUploader: ODataServicePart {
     let context: ODataServiceContext
     let downloader: ODataDownloader
-    let csrf: ODataCSRF
     let stopSignal: StopSignal
     let state = Mutex(UploadState())
     private let listeners = Mutex<[@Sendable (ODataUploadStats?) -> Void]>([])
 
-    init(context: ODataServiceContext, downloader: ODataDownloader, csrf: ODataCSRF, stopSignal: StopSignal) {
+    init(context: ODataServiceContext, downloader: ODataDownloader, stopSignal: StopSignal) {
         self.context = context
         self.downloader = downloader
-        self.csrf = csrf
         self.stopSignal = stopSignal
     }
 
