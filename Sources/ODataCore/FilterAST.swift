@@ -7,6 +7,26 @@ public enum ODataBinaryOperator: String, Sendable, Hashable, CaseIterable {
     public var isComparison: Bool { [.eq, .ne, .gt, .ge, .lt, .le].contains(self) }
     public var isLogical: Bool { self == .and || self == .or }
     public var isArithmetic: Bool { !isComparison && !isLogical }
+
+    /// The SQL operator with surrounding spaces (nil for `divby`, which needs a cast).
+    public var sql: String? {
+        switch self {
+        case .eq: return " = "
+        case .ne: return " <> "
+        case .gt: return " > "
+        case .ge: return " >= "
+        case .lt: return " < "
+        case .le: return " <= "
+        case .and: return " AND "
+        case .or: return " OR "
+        case .add: return " + "
+        case .sub: return " - "
+        case .mul: return " * "
+        case .div: return " / "
+        case .mod: return " % "
+        case .divby: return nil
+        }
+    }
 }
 
 /// Canonical functions of `$filter` and `$orderby`.
