@@ -123,17 +123,17 @@ enum ApplySyntax {
         ODataError(kind, "\(option): \(message)", segment: option)
     }
 
-    /// Splits on `separator` outside parentheses, single-quoted strings (`''` escapes) and double-quoted
-    /// phrases (`\` escapes); each part trimmed, none may be empty.
-    static func split(_ text: String, on separator: Character, option: String) throws(ODataError) -> [String]
-    {
-        var parts: [String] = []
-        var current = ""
+    /// The indices of the characters of `text` outside parentheses, single-quoted strings (`''` escapes)
+    /// and double-quoted phrases (`\` escapes), and whether parentheses and quotes are balanced.
+    static func topLevel(_ text: String) -> (indices: [String.Index], balanced: Bool) {
+        var indices: [String.Index] = []
         var depth = 0
         var single = false
         var double = false
         var escaped = false
-        for c in text {
+        var balanced = true
+        for i in text.indices {
+            let c = text[i]
             if double {
                 if escaped {
                     escaped = false
@@ -152,55 +152,37 @@ enum ApplySyntax {
                 depth += 1
             } else if c == ")" {
                 depth -= 1
-                guard depth >= 0 else { throw fail("unbalanced parentheses", option: option) }
-            } else if c == separator && depth == 0 {
-                parts.append(current.trimmingSpaces())
-                current = ""
-                continue
+                if depth < 0 { balanced = false }
+            } else if depth == 0 {
+                indices.append(i)
             }
-            current.append(c)
         }
-        guard depth == 0, !single, !double else {
-            throw fail("unbalanced parentheses or quotes", option: option)
+        return (indices, balanced && depth == 0 && !single && !double)
+    }
+
+    /// Splits on `separator` at the top level (see ``topLevel(_:)``); each part trimmed, none may be empty.
+    static func split(_ text: String, on separator: Character, option: String) throws(ODataError) -> [String]
+    {
+        let (indices, balanced) = topLevel(text)
+        guard balanced else { throw fail("unbalanced parentheses or quotes", option: option) }
+        var parts: [String] = []
+        var start = text.startIndex
+        for i in indices where text[i] == separator {
+            parts.append(String(text[start..<i]).trimmingSpaces())
+            start = text.index(after: i)
         }
-        parts.append(current.trimmingSpaces())
+        parts.append(String(text[start...]).trimmingSpaces())
         guard !parts.contains(where: \.isEmpty) else { throw fail("an empty item", option: option) }
         return parts
     }
 
-    /// The index of the last top-level occurrence of ` word ` (outside parentheses and quotes).
+    /// The range of the last top-level occurrence of ` word `.
     static func lastKeyword(_ word: String, in text: String) -> Range<String.Index>? {
-        var depth = 0
-        var single = false
-        var double = false
-        var found: Range<String.Index>?
-        var i = text.startIndex
         let needle = " " + word + " "
-        while i < text.endIndex {
-            let c = text[i]
-            if double {
-                if c == "\\" {
-                    i = text.index(after: i)
-                    if i == text.endIndex { break }
-                } else if c == "\"" {
-                    double = false
-                }
-            } else if single {
-                if c == "'" { single = false }
-            } else if c == "'" {
-                single = true
-            } else if c == "\"" {
-                double = true
-            } else if c == "(" {
-                depth += 1
-            } else if c == ")" {
-                depth -= 1
-            } else if depth == 0, c == " ", text[i...].hasPrefix(needle) {
-                found = i..<text.index(i, offsetBy: needle.count)
-            }
-            i = text.index(after: i)
+        for i in topLevel(text).indices.reversed() where text[i...].hasPrefix(needle) {
+            return i..<text.index(i, offsetBy: needle.count)
         }
-        return found
+        return nil
     }
 
     static func isIdentifier(_ s: String) -> Bool {
