@@ -132,6 +132,8 @@ public protocol SQLMapping: Sendable {
     /// The column holding each row's JSON document (the entity as the service sent it), used for
     /// properties not stored in columns.
     func documentColumn(for entityType: String) -> String?
+    /// The encoding of the column of `path`, when it is not the profile's for its type (computed columns).
+    func encoding(for path: [String], in entityType: String) -> SQLValueEncoding?
 }
 
 extension SQLMapping {
@@ -147,6 +149,7 @@ extension SQLMapping {
     public var profile: SQLStorageProfile { .mirrorV1 }
     public func typeColumn(for entityType: String) -> String? { nil }
     public func documentColumn(for entityType: String) -> String? { nil }
+    public func encoding(for path: [String], in entityType: String) -> SQLValueEncoding? { nil }
 }
 
 /// Default conversions shared by mappings.

@@ -85,6 +85,33 @@ public struct ODataSQLTranslator: Sendable {
         return try context.typeCondition(alias: alias, entityType: entityType, castType: castType)
     }
 
+    /// SQL ordering like the values of `v` (`min`, `max`, `ORDER BY`); throws when the storage cannot
+    /// order them.
+    public func sortable(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        let value = context.value(of: v)
+        try context.requireOrder(value)
+        return context.orderable(value)
+    }
+
+    /// SQL testing values of `v` for equality (`countdistinct`, grouping); throws when the storage cannot.
+    public func equatable(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        let value = context.value(of: v)
+        try context.requireEquality(value)
+        return context.comparable(value)
+    }
+
+    /// SQL reading `v` as a number (`sum`, `average`); decimal keys as REAL. Throws for values that are
+    /// not numbers (durations, enumerations, text).
+    public func numeric(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        if let p = v.type.flatMap({ model?.primitiveType(of: $0) ?? $0.primitive }), !p.isNumeric {
+            throw ODataError(.translation, "\(p.rawValue) values cannot be summed or averaged")
+        }
+        return try context.number(context.value(of: v), "aggregation").fragment
+    }
+
     /// Quotes an identifier for SQLite.
     public static func quote(_ identifier: String) -> String {
         "\"" + identifier.replacingAll("\"", with: "\"\"") + "\""
@@ -231,6 +258,10 @@ private struct Context {
         case .count(let path):
             return Value(fragment: try count(path), type: EdmTypeRef(name: "Edm.Int64"))
         }
+    }
+
+    func value(of v: ODataSQLValue) -> Value {
+        Value(fragment: v.fragment, type: v.type, encoding: v.encoding)
     }
 
     /// A literal bound in `like`'s type and encoding.
@@ -533,7 +564,8 @@ private struct Context {
     {
         if let column = mapping.column(for: names, in: entityType) {
             return Value(
-                fragment: SQLFragment(q(alias) + "." + q(column)), type: type, encoding: columnEncoding(type))
+                fragment: SQLFragment(q(alias) + "." + q(column)), type: type,
+                encoding: mapping.encoding(for: names, in: entityType) ?? columnEncoding(type))
         }
         if let document = mapping.documentColumn(for: entityType) {
             if let type, type.isCollection || model?.structuredType(type.name) != nil {

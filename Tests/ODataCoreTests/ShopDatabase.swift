@@ -157,6 +157,17 @@ final class ShopDatabase {
         return sqlValue(binding)
     }
 
+    /// Test-side conversions between the translator's bindings and Storage's values.
+    static func binding(_ v: SQLValue) -> SQLBinding {
+        switch v {
+        case .null: return .null
+        case .integer(let i): return .integer(i)
+        case .real(let d): return .real(d)
+        case .text(let t): return .text(t)
+        case .blob(let b): return .blob(b)
+        }
+    }
+
     static func sqlValue(_ b: SQLBinding) -> SQLValue {
         switch b {
         case .null: return .null
