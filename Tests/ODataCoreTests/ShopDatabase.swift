@@ -50,12 +50,16 @@ indirect enum Wire {
 /// The Shop model's entity sets in an in-memory SQLite database laid out like ``ModelSQLMapping`` with a
 /// `_type` and a `_json` column, values stored by ``ODataStorage`` (or as the V1 mirror does).
 final class ShopDatabase {
-    let model = ShopFixture.model
+    let model: EdmModel
     let db: Database
     let profile: SQLStorageProfile
     let mapping: ModelSQLMapping
 
-    init(profile: SQLStorageProfile = .exact, derivedTypeColumns: Bool = true) throws {
+    init(
+        model: EdmModel = ShopFixture.model, profile: SQLStorageProfile = .exact,
+        derivedTypeColumns: Bool = true
+    ) throws {
+        self.model = model
         self.profile = profile
         db = try Database(path: ":memory:")
         mapping = ModelSQLMapping(

@@ -184,3 +184,80 @@ import Testing
         }
     }
 }
+
+/// V2 (SAP Gateway style): values as V2 JSON sends them, filters with V2 literal spellings.
+@Suite struct V2SemanticsTests {
+    static let model: EdmModel = try! CSDLParser.parse(
+        """
+        <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
+          xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
+          xmlns:sap="http://www.sap.com/Protocols/SAPData">
+          <edmx:DataServices m:DataServiceVersion="2.0">
+            <Schema Namespace="GW" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+              <EntityType Name="Order" sap:content-version="1">
+                <Key><PropertyRef Name="ID"/></Key>
+                <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+                <Property Name="Amount" Type="Edm.Decimal" Precision="16" Scale="3"/>
+                <Property Name="Big" Type="Edm.Int64"/>
+                <Property Name="CreatedAt" Type="Edm.DateTime" Precision="7"/>
+                <Property Name="ChangedAt" Type="Edm.DateTimeOffset"/>
+                <Property Name="Slot" Type="Edm.Time"/>
+                <Property Name="Guid" Type="Edm.Guid"/>
+                <Property Name="Blob" Type="Edm.Binary"/>
+                <Property Name="Ratio" Type="Edm.Double"/>
+              </EntityType>
+              <EntityContainer Name="GW_Entities" m:IsDefaultEntityContainer="true">
+                <EntitySet Name="OrderSet" EntityType="GW.Order"/>
+              </EntityContainer>
+            </Schema>
+          </edmx:DataServices>
+        </edmx:Edmx>
+        """)
+
+    let db: ShopDatabase
+
+    init() throws {
+        db = try ShopDatabase(model: Self.model, profile: .exact)
+        func order(
+            _ id: Int, _ amount: String, _ big: String, _ created: String, _ changed: String, _ slot: String,
+            _ guid: String, _ blob: String, _ ratio: String
+        ) -> Wire {
+            .o([
+                ("ID", .n(String(id))), ("Amount", .s(amount)), ("Big", .s(big)), ("CreatedAt", .s(created)),
+                ("ChangedAt", .s(changed)), ("Slot", .s(slot)), ("Guid", .s(guid)), ("Blob", .s(blob)),
+                ("Ratio", .s(ratio)),
+            ])
+        }
+        try db.insert(
+            "OrderSet",
+            order(
+                1, "631.890", "9007199254740993", "/Date(1754611200000)/",
+                "/Date(1754611200000+0120)/", "PT13H20M", "0050568D-393C-1ED4-9D97-E65F0F3FCC23", "AQID",
+                "1.5"))
+        try db.insert(
+            "OrderSet",
+            order(
+                2, "631.89", "12", "/Date(1754697600000)/", "/Date(1754611200000)/",
+                "PT8H", "0050568d-393c-1ed4-9d97-e65f0f3fcc24", "AAAA", "2E1"))
+    }
+
+    func ids(_ filter: String) throws -> [Int64] { try db.ids("OrderSet", filter) }
+
+    @Test func v2LiteralsAgainstV2Values() throws {
+        #expect(try ids("Amount eq 631.89M") == [1, 2])
+        #expect(try ids("Amount gt 631.8899M") == [1, 2])
+        #expect(try ids("Big eq 9007199254740993L") == [1])
+        #expect(try ids("CreatedAt eq datetime'2025-08-08T00:00'") == [1])
+        #expect(try ids("CreatedAt gt datetime'2025-08-08T00:00:00.000'") == [2])
+        #expect(try ids("ChangedAt lt datetimeoffset'2025-08-08T00:00:00Z'") == [])
+        // `/Date(ms+0120)/` is the instant ms (UTC) sent with an offset: both rows are 00:00Z.
+        #expect(try ids("ChangedAt eq datetimeoffset'2025-08-08T02:00:00+02:00'") == [1, 2])
+        #expect(try ids("Slot gt time'PT12H'") == [1])
+        #expect(try ids("Slot eq time'PT480M'") == [2])
+        #expect(try ids("Guid eq guid'0050568D-393C-1ED4-9D97-E65F0F3FCC23'") == [1])
+        #expect(try ids("Blob eq X'010203'") == [1])
+        #expect(try ids("Blob eq binary'000000'") == [2])  // V2 binary'…' is hexadecimal
+        #expect(try ids("Ratio gt 2d") == [2])
+        #expect(try ids("Ratio eq 20") == [2])
+    }
+}
