@@ -329,3 +329,33 @@ import Testing
         }
     }
 }
+
+@Suite struct HostileQueryTests {
+    /// Random text into the `$search`, `$apply` and `$compute` parsers and, when it parses, into the
+    /// planner: errors only, never a crash or a hang.
+    @Test func garbageNeverCrashes() throws {
+        var g = SplitMix(seed: 21)
+        let pieces = [
+            "(", ")", "\"", "'", "/", ",", " ", "as", " with ", "sum", "$count", "groupby((", "aggregate(",
+            "filter(", "Price", "Name", "Status", "gt", "1", "NOT", "AND", "OR", "compute(", "top(", "skip(",
+            "orderby(", "search(", "identity", "Shop.Color'Red'", "Tags/any(t:t eq 'x')", "\\",
+        ]
+        let shop = try ShopDatabase(profile: .exact)
+        let planner = ODataQueryPlanner(
+            model: shop.model, mapping: shop.mapping, table: "Products", entityType: "Shop.Model.Product")
+        var planned = 0
+        for _ in 0..<4_000 {
+            var text = ""
+            for _ in 0..<(1 + g.next() % 12) { text += pieces[Int(g.next() % UInt64(pieces.count))] }
+            _ = try? ODataSearchExpression.parse(text)
+            _ = try? ODataComputeItem.parseList(text)
+            if let apply = try? ODataApply.parse(text) {
+                if let plan = try? planner.plan(apply: apply, options: ODataQueryOptions()) {
+                    planned += 1
+                    _ = try? shop.db.query(plan.sql.sql, plan.sql.bindings.map(ShopDatabase.sqlValue))
+                }
+            }
+        }
+        #expect(planned > 0)
+    }
+}
