@@ -198,9 +198,7 @@ private struct Context {
         case .not(let inner):
             return "(NOT " + (try predicate(inner)) + ")"
         case .property, .function(.cast, _):
-            let v = try value(e)
-            if v.encoding == .json { return "(" + v.fragment + " = 1)" }
-            return "(" + v.fragment + " = 1)"
+            return "(" + (try value(e)).fragment + " = 1)"
         case .literal(.boolean(let b)):
             return SQLFragment(b ? "1" : "0")
         default:
