@@ -429,11 +429,21 @@ extension ODataExpandItem {
 extension ODataQueryOptions {
     /// Checks `$select`, `$expand` (with nested options) and parses `$filter`/`$orderby` against the model
     /// for a result of `entityType`; the first problem is thrown as ``ODataError`` naming the option.
+    /// `$compute` aliases may be used by `$filter`, `$orderby` and `$select`; `$search` and `$apply` are
+    /// checked when they are planned (``ODataQueryPlanner``).
     public func validate(against model: EdmModel, entityType: String) throws(ODataError) {
-        let parser = ODataFilterParser(model: model, entityType: entityType)
+        var parser = ODataFilterParser(model: model, entityType: entityType)
+        for item in compute ?? [] {
+            let expression = try parser.parseExpression(item.expression)
+            parser.computed[item.alias] = expression.staticType ?? EdmTypeRef(name: "Edm.String")
+        }
         if let filter { _ = try parser.parseFilter(filter) }
         if let orderBy { _ = try parser.parseOrderBy(orderBy) }
-        try Self.validate(select: select, expand: expand, model: model, entityType: entityType)
+        let computedNames = Set(parser.computed.keys)
+        try Self.validate(
+            select: select?.filter { $0.path.count != 1 || !computedNames.contains($0.path[0]) },
+            expand: expand,
+            model: model, entityType: entityType)
     }
 
     static func validate(

@@ -169,3 +169,23 @@ import Testing
         }
     }
 }
+
+@Suite struct ComputeValidationTests {
+    @Test func computedAliasesAreKnownToFilterOrderbyAndSelect() throws {
+        let model = ShopFixture.model
+        let q = try ODataQueryOptions.parse(
+            rawQuery:
+                "$compute=Price mul 2 as P2,concat(Name,'!') as Loud&$filter=P2 gt 3&$orderby=Loud&$select=ID,P2",
+            version: .v4)
+        try q.validate(against: model, entityType: "Shop.Model.Product")
+        let bad = try ODataQueryOptions.parse(
+            rawQuery: "$compute=Price mul 2 as P2&$filter=P3 gt 3", version: .v4)
+        #expect(throws: ODataError.self) {
+            try bad.validate(against: model, entityType: "Shop.Model.Product")
+        }
+        let typed = try ODataQueryOptions.parse(rawQuery: "$compute=Name as N&$filter=N gt 3", version: .v4)
+        #expect(throws: ODataError.self) {
+            try typed.validate(against: model, entityType: "Shop.Model.Product")
+        }
+    }
+}
