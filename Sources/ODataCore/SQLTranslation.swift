@@ -495,12 +495,24 @@ private struct Context {
             throw fail("type casts inside collections of complex values are not supported locally")
         }
         if names.isEmpty {
-            return Value(fragment: item.fragment, type: item.type ?? type, encoding: item.encoding)
+            let itemType = item.type ?? type
+            let fragment = item.encoding == .json ? jsonScalar(item.fragment, itemType) : item.fragment
+            return Value(fragment: fragment, type: itemType, encoding: item.encoding)
         }
         guard item.encoding == .json else { throw fail("members of collection items are not stored locally") }
         let path = SQLFragment("?", [.text(ODataStorage.jsonPath(names))])
         return Value(
-            fragment: "json_extract(" + item.fragment + ", " + path + ")", type: type, encoding: .json)
+            fragment: jsonScalar("json_extract(" + item.fragment + ", " + path + ")", type), type: type,
+            encoding: .json)
+    }
+
+    /// A JSON scalar as SQL compares it: numbers of integral and floating types cast (V2 and
+    /// `IEEE754Compatible` send Int64 and others as strings).
+    func jsonScalar(_ fragment: SQLFragment, _ type: EdmTypeRef?) -> SQLFragment {
+        guard let p = primitive(type) else { return fragment }
+        if p.isIntegral { return "CAST(" + fragment + " AS INTEGER)" }
+        if p == .double || p == .single { return "CAST(" + fragment + " AS REAL)" }
+        return fragment
     }
 
     /// Casts, structural steps (a column, or the stored document) and single-valued navigation (a
@@ -571,8 +583,9 @@ private struct Context {
             }
             let path = SQLFragment("?", [.text(ODataStorage.jsonPath(names))])
             return Value(
-                fragment: "json_extract(" + q(alias) + "." + q(document) + ", " + path + ")", type: type,
-                encoding: .json)
+                fragment: jsonScalar(
+                    "json_extract(" + q(alias) + "." + q(document) + ", " + path + ")", type),
+                type: type, encoding: .json)
         }
         throw fail("the property '\(names.joined(separator: "/"))' is not available locally")
     }

@@ -138,6 +138,12 @@ import Testing
         #expect(try shop.ids("People", "Shop.Customer/Tier eq 2") == [4])
         #expect(try shop.ids("People", "Shop.Employee/DepartmentID eq 1") == [2, 3])
         #expect(try shop.ids("People", "Shop.Employee/HiredOn ge 2019-01-01") == [2])
+        // A number sent as a string (V2, IEEE754Compatible) compares as a number.
+        try shop.insert(
+            "People", type: "Shop.Model.Customer",
+            .o([("ID", .n("5")), ("Name", .s("Eve")), ("Tier", .s("10"))]))
+        #expect(try shop.ids("People", "Shop.Customer/Tier gt 9") == [5])
+        #expect(try shop.ids("People", "Shop.Customer/Tier lt 9") == [4])
         // Decimals from the document would lose digits: refused, not approximated.
         #expect(throws: ODataError.self) { try shop.ids("People", "Shop.Employee/Salary gt 5") }
         // The join column of Staff (Employee/DepartmentID) has no column: no join is guessed.
