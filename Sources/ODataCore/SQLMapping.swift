@@ -1,3 +1,5 @@
+import JSONCore
+
 /// A value bound to a `?` placeholder; the same shape as Storage's `SQLValue`.
 public enum SQLBinding: Sendable, Hashable {
     case null
@@ -227,18 +229,10 @@ public enum SQLDefaults {
             return nil
         }
         guard i == s.count else { return nil }
-        var totalMinutes =
-            Civil.days(year: year, month: month, day: day) * 1440 + hour * 60 + minute - offsetMinutes
-        let days = Int((Double(totalMinutes) / 1440).rounded(.down))
-        totalMinutes -= days * 1440
-        let (y, m, d) = Civil.date(days: days)
-        func pad(_ v: Int, _ width: Int) -> String {
-            let text = String(v)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return
-            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(totalMinutes / 60, 2)):\(pad(totalMinutes % 60, 2)):"
-            + "\(pad(second, 2))\(fraction)Z"
+        let minutes = CivilDate(year: year, month: month, day: day).daysSince1970 * 1440 + hour * 60 + minute
+        let (date, secondOfDay) = CivilDate.split(secondsSince1970: Int64(minutes - offsetMinutes) * 60)
+        return date.iso + "T" + CivilDate.clock(secondOfDay).dropLast(2) + CivilDate.pad(second, 2) + fraction
+            + "Z"
     }
 }
 

@@ -1,3 +1,5 @@
+import JSONCore
+
 /// How a column (or a computed SQL value) represents the OData values of one type, and so how literals
 /// compared with it are bound and which comparisons SQLite can do on it.
 ///
@@ -47,15 +49,6 @@ public enum SQLStorageProfile: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// A scalar as a service sends it in JSON: what ``ODataStorage`` encodes into a column.
-public enum ODataScalar: Sendable, Hashable {
-    case null
-    case bool(Bool)
-    /// A JSON number as written.
-    case number(String)
-    case string(String)
-}
-
 /// The exact storage of OData primitive values in SQLite (profile ``SQLStorageProfile/exact``).
 ///
 /// Promises, per type (column affinity, stored value):
@@ -88,9 +81,9 @@ public enum ODataStorage {
     }
 
     /// The column value for a wire value of primitive `type` (V2 forms accepted whatever the version).
-    public static func encode(_ value: ODataScalar, as type: EdmPrimitiveType) -> SQLBinding {
+    public static func encode(_ value: RawJSON, as type: EdmPrimitiveType) -> SQLBinding {
         switch value {
-        case .null: return .null
+        case .null, .array, .object: return .null
         case .bool(let b): return type == .boolean ? .integer(b ? 1 : 0) : .null
         case .number(let text), .string(let text):
             return encode(text: text, as: type)
@@ -98,7 +91,7 @@ public enum ODataStorage {
     }
 
     /// The column value of an enumeration: the underlying integer of a member name, flag list or number.
-    public static func encode(_ value: ODataScalar, as enumType: EdmEnumType) -> SQLBinding {
+    public static func encode(_ value: RawJSON, as enumType: EdmEnumType) -> SQLBinding {
         switch value {
         case .number(let text), .string(let text):
             return enumType.value(ofLiteral: text).map(SQLBinding.integer) ?? .null
@@ -344,7 +337,7 @@ public enum ODataStorage {
     /// A date-time with `Z` or an offset (or V2 `/Date(ms±mmmm)/`) as the UTC instant
     /// `YYYY-MM-DDThh:mm:ss[.f…]` (no `Z`, no trailing fraction zeros).
     public static func instant(_ text: String) -> String? {
-        if let (ms, _) = v2Date(text) { return stripFraction(Civil.text(millis: ms)) }
+        if let (ms, _) = v2Date(text) { return stripFraction(dateTimeText(millis: ms)) }
         guard LiteralScanner.temporalKind(text) == .dateTimeOffset,
             let utc = SQLDefaults.normalizeDateTimeOffset(text)
         else { return nil }
@@ -353,7 +346,9 @@ public enum ODataStorage {
 
     /// A date-time without offset (or V2 `/Date(ms)/`) as `YYYY-MM-DDThh:mm:ss[.f…]`.
     public static func localDateTime(_ text: String) -> String? {
-        if let (ms, offset) = v2Date(text) { return stripFraction(Civil.text(millis: ms + offset * 60_000)) }
+        if let (ms, offset) = v2Date(text) {
+            return stripFraction(dateTimeText(millis: ms + offset * 60_000))
+        }
         switch LiteralScanner.temporalKind(text) {
         case .dateTime: return stripFraction(SQLDefaults.normalizeDateTime(text))
         case .dateTimeOffset:
@@ -380,6 +375,13 @@ public enum ODataStorage {
         return (ms, offset)
     }
 
+    /// `YYYY-MM-DDThh:mm:ss.fff` for milliseconds since 1970 (UTC).
+    static func dateTimeText(millis: Int64) -> String {
+        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
+        let (date, secondOfDay) = CivilDate.split(secondsSince1970: seconds)
+        return date.iso + "T" + CivilDate.clock(secondOfDay) + "." + CivilDate.pad(millis - seconds * 1000, 3)
+    }
+
     /// Removes trailing zeros of a fraction (and a bare `.`) at the end of a time text.
     static func stripFraction(_ text: String) -> String {
         guard let dot = text.lastIndex(of: "."), text[text.index(after: dot)...].allSatisfy(\.isNumber)
@@ -398,7 +400,7 @@ public enum ODataStorage {
     public static func wireValue(
         _ value: SQLBinding, type: EdmTypeRef?, encoding: SQLValueEncoding, model: EdmModel?
     )
-        -> ODataScalar
+        -> RawJSON
     {
         let primitive = type.flatMap { model?.primitiveType(of: $0) ?? $0.primitive }
         switch value {
@@ -415,9 +417,9 @@ public enum ODataStorage {
             return .number("\(d)")
         case .text(let t):
             switch encoding {
-            case .decimalKey: return decimal(fromKey: t).map(ODataScalar.number) ?? .null
+            case .decimalKey: return decimal(fromKey: t).map(RawJSON.number) ?? .null
             case .durationKey:
-                return decimal(fromKey: t).flatMap(duration(fromSeconds:)).map(ODataScalar.string) ?? .null
+                return decimal(fromKey: t).flatMap(duration(fromSeconds:)).map(RawJSON.string) ?? .null
             default: break
             }
             if primitive == .dateTimeOffset, !t.hasSuffix("Z") { return .string(t + "Z") }
@@ -503,42 +505,5 @@ struct DecimalParts {
         }
         let point = digits.index(digits.startIndex, offsetBy: exponent)
         return sign + digits[..<point] + "." + digits[point...]
-    }
-}
-
-/// Civil (proleptic Gregorian) dates and days since 1970-01-01 (Howard Hinnant's algorithms).
-enum Civil {
-    static func days(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    static func date(days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
-
-    /// `YYYY-MM-DDThh:mm:ss.fff` for milliseconds since 1970 (UTC).
-    static func text(millis: Int64) -> String {
-        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
-        let fraction = Int(millis - seconds * 1000)
-        let days = Int(seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400)
-        let rest = Int(seconds - Int64(days) * 86_400)
-        let (y, m, d) = date(days: days)
-        let p = ODataStorage.pad
-        return
-            "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(rest / 3600, 2)):\(p(rest % 3600 / 60, 2)):\(p(rest % 60, 2))"
-            + ".\(p(fraction, 3))"
     }
 }

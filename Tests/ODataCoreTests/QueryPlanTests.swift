@@ -1,3 +1,4 @@
+import JSONCore
 import Storage
 import Testing
 
@@ -20,7 +21,7 @@ import Testing
     }
 
     /// Rows of an aggregated result as [path joined by "/": wire value].
-    func rows(_ query: String, set: String = "Products") throws -> [[String: ODataScalar]] {
+    func rows(_ query: String, set: String = "Products") throws -> [[String: RawJSON]] {
         let p = try plan(query, set: set)
         #expect(p.sql.sql.filter { $0 == "?" }.count == p.sql.bindings.count)
         guard case .aggregated(let columns) = p.shape else {
@@ -28,7 +29,7 @@ import Testing
             return []
         }
         return try shop.db.query(p.sql.sql, p.sql.bindings.map(ShopDatabase.sqlValue)).map { row in
-            var out: [String: ODataScalar] = [:]
+            var out: [String: RawJSON] = [:]
             for (i, c) in columns.enumerated() {
                 out[c.path.joined(separator: "/")] = ODataStorage.wireValue(
                     ShopDatabase.binding(row.values[i]), type: c.type, encoding: c.encoding, model: shop.model

@@ -1,3 +1,4 @@
+import JSONCore
 import Storage
 
 @testable import ODataCore
@@ -37,7 +38,7 @@ indirect enum Wire {
         return current
     }
 
-    var scalar: ODataScalar {
+    var scalar: RawJSON {
         switch self {
         case .s(let s): return .string(s)
         case .n(let n): return .number(n)
@@ -132,7 +133,7 @@ final class ShopDatabase {
                 + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")", values)
     }
 
-    static func stored(_ wire: ODataScalar, _ type: EdmTypeRef, model: EdmModel, profile: SQLStorageProfile)
+    static func stored(_ wire: RawJSON, _ type: EdmTypeRef, model: EdmModel, profile: SQLStorageProfile)
         -> SQLValue
     {
         let binding: SQLBinding

@@ -1,4 +1,5 @@
 import Foundation
+import JSONCore
 import Testing
 
 @testable import ODataCore
@@ -125,7 +126,7 @@ import Testing
 
     @Test func wireValuesBack() {
         let model = ShopFixture.model
-        func wire(_ b: SQLBinding, _ type: String, _ e: SQLValueEncoding) -> ODataScalar {
+        func wire(_ b: SQLBinding, _ type: String, _ e: SQLValueEncoding) -> RawJSON {
             ODataStorage.wireValue(b, type: EdmTypeRef(name: type), encoding: e, model: model)
         }
         #expect(wire(.text(ODataStorage.decimalKey("-1.50")!), "Edm.Decimal", .decimalKey) == .number("-1.5"))
