@@ -32,7 +32,9 @@ public struct EdmTypeRef: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The primitive kind when `name` is an `Edm.*` primitive type.
-    public var primitive: EdmPrimitiveType? { EdmPrimitiveType(rawValue: name) }
+    public var primitive: EdmPrimitiveType? {
+        name.hasPrefix("Edm.") ? EdmPrimitiveType.byName[name] : nil
+    }
 
     public var description: String { isCollection ? "Collection(\(name))" : name }
 }
@@ -90,6 +92,9 @@ public enum EdmPrimitiveType: String, Sendable, Hashable, CaseIterable {
     public var isNumeric: Bool {
         isIntegral || self == .single || self == .double || self == .decimal
     }
+
+    static let byName: [String: EdmPrimitiveType] = Dictionary(
+        uniqueKeysWithValues: allCases.map { ($0.rawValue, $0) })
 
     /// The geography and geometry types (not comparable; not stored in columns).
     public var isSpatial: Bool { rawValue.hasPrefix("Edm.Geo") }
@@ -579,13 +584,15 @@ public struct EdmModel: Sendable, Hashable {
 
     /// The enumeration type a reference names, if any.
     public func enumType(_ ref: EdmTypeRef) -> EdmEnumType? {
-        enumTypes[ref.name] ?? enumTypes[resolveQualifiedName(ref.name)]
+        if enumTypes.isEmpty || ref.name.hasPrefix("Edm.") { return nil }
+        return enumTypes[ref.name] ?? enumTypes[resolveQualifiedName(ref.name)]
     }
 
     /// The primitive kind of a reference: an `Edm.*` type, the underlying type of a type definition, or
     /// nil (structured types and enumerations).
     public func primitiveType(of ref: EdmTypeRef) -> EdmPrimitiveType? {
         if let p = ref.primitive { return p }
+        if typeDefinitions.isEmpty { return nil }
         if let definition = typeDefinitions[ref.name] ?? typeDefinitions[resolveQualifiedName(ref.name)] {
             return EdmPrimitiveType(rawValue: definition.underlyingType)
         }

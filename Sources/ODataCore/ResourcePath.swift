@@ -257,7 +257,9 @@ private struct Resolver {
 
     func keyText(_ key: ODataKey, type: String) -> String {
         let parts = key.values.map { kv -> (String, String) in
-            let primitive = model.property(named: kv.name, in: type)?.type.primitive
+            // Only V2 spells a literal by its property's type (`12L` for Int64).
+            let primitive =
+                model.version == .v2 ? model.property(named: kv.name, in: type)?.type.primitive : nil
             return (kv.name, kv.value.urlText(version: model.version, type: primitive))
         }
         if parts.count == 1 { return "(" + parts[0].1 + ")" }

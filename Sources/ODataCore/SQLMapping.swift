@@ -231,8 +231,10 @@ public enum SQLDefaults {
         guard i == s.count else { return nil }
         let minutes = CivilDate(year: year, month: month, day: day).daysSince1970 * 1440 + hour * 60 + minute
         let (date, secondOfDay) = CivilDate.split(secondsSince1970: Int64(minutes - offsetMinutes) * 60)
-        return date.iso + "T" + CivilDate.clock(secondOfDay).dropLast(2) + CivilDate.pad(second, 2) + fraction
-            + "Z"
+        func p(_ v: Int, _ width: Int) -> String { CivilDate.pad(v, width) }
+        return
+            "\(p(date.year, 4))-\(p(date.month, 2))-\(p(date.day, 2))T\(p(secondOfDay / 3600, 2)):"
+            + "\(p(secondOfDay / 60 % 60, 2)):\(p(second, 2))\(fraction)Z"
     }
 }
 
@@ -248,15 +250,17 @@ public enum SQLDefaults {
 /// constraint names a property without a column, has no mapping (nil), so filters through it are
 /// reported as untranslatable rather than guessed.
 public struct ModelSQLMapping: SQLMapping {
-    public var model: EdmModel
-    public var tables: [String: String]
-    public var profile: SQLStorageProfile
+    public let model: EdmModel
+    public let tables: [String: String]
+    public let profile: SQLStorageProfile
     /// The column with each row's qualified type name, when stored.
-    public var typeColumnName: String?
+    public let typeColumnName: String?
     /// The column with each row's JSON document, when stored.
-    public var documentColumnName: String?
+    public let documentColumnName: String?
     /// Whether tables have columns for the properties of derived types too.
-    public var derivedTypeColumns: Bool
+    public let derivedTypeColumns: Bool
+    /// Per entity type, the column of each stored property path (joined with `/`), computed once.
+    private let columnIndex: [String: [String: String]]
 
     public init(
         model: EdmModel, tables: [String: String] = [:], profile: SQLStorageProfile = .mirrorV1,
@@ -272,6 +276,42 @@ public struct ModelSQLMapping: SQLMapping {
         typeColumnName = typeColumn
         documentColumnName = documentColumn
         self.derivedTypeColumns = derivedTypeColumns
+        var index: [String: [String: String]] = [:]
+        for type in model.structuredTypes.values where type.isEntity {
+            let name = type.qualifiedName
+            let tableType = Self.tableEntityType(for: name, model: model, tables: tables)
+            let source = derivedTypeColumns && model.isType(name, derivedFrom: tableType) ? name : tableType
+            var columns: [String: String] = [:]
+            Self.storedPaths(of: source, model: model, prefix: []) { path in
+                columns[path.joined(separator: "/")] = path.joined(separator: "_")
+            }
+            index[name] = columns
+        }
+        columnIndex = index
+    }
+
+    /// Calls `body` with every property path of `type` that has a column: primitive (stored by
+    /// ``ODataStorage/columnType(_:)``) or enumeration, not a collection, through complex properties, at
+    /// most five steps.
+    static func storedPaths(of type: String, model: EdmModel, prefix: [String], _ body: ([String]) -> Void) {
+        guard prefix.count < 5 else { return }
+        for property in model.properties(of: type) where !property.type.isCollection {
+            let path = prefix + [property.name]
+            if model.enumType(property.type) != nil
+                || model.primitiveType(of: property.type).flatMap(ODataStorage.columnType) != nil
+            {
+                body(path)
+            } else if let complex = model.structuredType(property.type.name), !complex.isEntity {
+                storedPaths(of: complex.qualifiedName, model: model, prefix: path, body)
+            }
+        }
+    }
+
+    static func tableEntityType(for entityType: String, model: EdmModel, tables: [String: String]) -> String {
+        for type in model.typeHierarchy(of: entityType) where tables[type.qualifiedName] != nil {
+            return type.qualifiedName
+        }
+        return entityType
     }
 
     public func table(for entityType: String) -> String? {
@@ -283,29 +323,14 @@ public struct ModelSQLMapping: SQLMapping {
 
     /// The entity type whose properties the table of `entityType` has as columns.
     public func tableEntityType(for entityType: String) -> String {
-        for type in model.typeHierarchy(of: entityType) where tables[type.qualifiedName] != nil {
-            return type.qualifiedName
-        }
-        return entityType
+        Self.tableEntityType(for: entityType, model: model, tables: tables)
     }
 
     public func column(for path: [String], in entityType: String) -> String? {
         guard !path.isEmpty, path.count <= 5 else { return nil }
-        let tableType = tableEntityType(for: entityType)
-        var type =
-            derivedTypeColumns && model.isType(entityType, derivedFrom: tableType) ? entityType : tableType
-        for (index, name) in path.enumerated() {
-            guard let property = model.property(named: name, in: type), !property.type.isCollection else {
-                return nil
-            }
-            if index == path.count - 1 {
-                let stored =
-                    model.enumType(property.type) != nil
-                    || model.primitiveType(of: property.type).flatMap(ODataStorage.columnType) != nil
-                return stored ? path.joined(separator: "_") : nil
-            }
-            guard model.structuredType(property.type.name)?.isEntity == false else { return nil }
-            type = property.type.name
+        let key = path.count == 1 ? path[0] : path.joined(separator: "/")
+        if let columns = columnIndex[entityType] ?? columnIndex[model.resolveQualifiedName(entityType)] {
+            return columns[key]
         }
         return nil
     }

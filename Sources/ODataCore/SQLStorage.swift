@@ -40,8 +40,11 @@ public enum SQLStorageProfile: String, Sendable, Hashable, CaseIterable {
 
     /// The encoding of a stored column of `type` (an `Edm.*` primitive or an enumeration of `model`).
     public func encoding(of type: EdmTypeRef, in model: EdmModel?) -> SQLValueEncoding {
-        if let model, model.enumType(type) != nil { return self == .exact ? .enumValue : .enumName }
-        switch model?.primitiveType(of: type) ?? type.primitive {
+        let primitive = type.primitive ?? model?.primitiveType(of: type)
+        if primitive == nil, let model, model.enumType(type) != nil {
+            return self == .exact ? .enumValue : .enumName
+        }
+        switch primitive {
         case .decimal?: return self == .exact ? .decimalKey : .real
         case .duration?, .time?: return self == .exact ? .durationKey : .rawText
         default: return .native

@@ -145,12 +145,35 @@ private struct Context {
     }
 
     struct Value {
-        var fragment: SQLFragment
+        private var stored: SQLFragment
         var type: EdmTypeRef?
         var encoding: SQLValueEncoding = .native
         var isNullLiteral = false
         /// Set for literals: bound once the other operand's type and encoding are known.
         var literal: ODataLiteral?
+
+        init(
+            fragment: SQLFragment, type: EdmTypeRef?, encoding: SQLValueEncoding = .native,
+            isNullLiteral: Bool = false, literal: ODataLiteral? = nil
+        ) {
+            stored = fragment
+            self.type = type
+            self.encoding = encoding
+            self.isNullLiteral = isNullLiteral
+            self.literal = literal
+        }
+
+        /// The SQL; a literal not yet bound for another operand gets its untyped default binding (computed
+        /// only when used, since most literals are bound for the value they are compared with).
+        var fragment: SQLFragment {
+            get {
+                if let literal, stored.sql.isEmpty {
+                    return SQLFragment("?", [SQLDefaults.binding(for: literal, type: nil)])
+                }
+                return stored
+            }
+            set { stored = newValue }
+        }
     }
 
     let translator: ODataSQLTranslator
@@ -214,9 +237,7 @@ private struct Context {
             if case .null = literal {
                 return Value(fragment: SQLFragment("NULL"), type: nil, isNullLiteral: true)
             }
-            return Value(
-                fragment: SQLFragment("?", [mapping.binding(for: literal, type: nil)]), type: nil,
-                literal: literal)
+            return Value(fragment: SQLFragment(""), type: nil, literal: literal)
         case .property(let path):
             return try property(path)
         case .binary(let op, let l, let r):
