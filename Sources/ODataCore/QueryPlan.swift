@@ -317,6 +317,7 @@ private struct PlanState {
         var groupColumns: [ODataResultColumn] = []
         var columns: [ODataResultColumn] = []
         for path in groups {
+            try refuseCollectionSteps(path, relation: r)
             let expression = try parser.parseExpression(path.joined(separator: "/"))
             guard case .property(let property) = expression else {
                 throw fail("'\(path.joined(separator: "/"))' is not a property path", .query)
@@ -354,6 +355,10 @@ private struct PlanState {
             case .count:
                 sql = SQLFragment("COUNT(*)")
             case .aggregate(let text, let method, _):
+                let steps = text.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+                if steps.allSatisfy({ ApplySyntax.isIdentifier($0) || ApplySyntax.isQualified($0) }) {
+                    try refuseCollectionSteps(steps, relation: r)
+                }
                 let expression = try parser.parseExpression(text)
                 let value = try translator.translateValue(expression)
                 let input = value.type ?? expression.staticType
@@ -393,6 +398,36 @@ private struct PlanState {
                 columns: columns, groupColumns: groupColumns, model: planner.model, typeName: ""))
         try rebuildModel(&next)
         return next
+    }
+
+    /// Aggregating or grouping across a collection (`Orders/Freight`, `Tags`) is valid `$apply` that the
+    /// planner does not translate: `.notImplemented`, not a parse error.
+    func refuseCollectionSteps(_ path: [String], relation: Relation) throws(ODataError) {
+        let model = relation.aggregated?.model ?? planner.model
+        var type = relation.aggregated?.typeName ?? planner.entityType
+        for name in path {
+            if ApplySyntax.isQualified(name), let cast = model.structuredType(name) {
+                type = cast.qualifiedName
+                continue
+            }
+            if let nav = model.navigationProperty(named: name, in: type) {
+                if nav.isCollection {
+                    throw fail(
+                        "aggregating or grouping across the collection '\(name)' is not supported",
+                        .notImplemented)
+                }
+                type = nav.target
+            } else if let property = model.property(named: name, in: type) {
+                if property.type.isCollection {
+                    throw fail(
+                        "aggregating or grouping across the collection '\(name)' is not supported",
+                        .notImplemented)
+                }
+                type = property.type.name
+            } else {
+                return  // unknown names are reported by the parser
+            }
+        }
     }
 
     /// A synthetic complex type (and nested ones for grouped paths) describing the relation's columns, so

@@ -192,5 +192,9 @@ import Testing
         #expect(kind("$apply=groupby((Nope))") == .filter)
         #expect(kind("$apply=groupby((Status),aggregate($count as N))/filter(Price gt 1)") == .filter)
         #expect(kind("$apply=compute(1 as Name)") == .query)
+        // Valid aggregation across collections: not translated, and said so.
+        #expect(kind("$apply=aggregate(Lines/Quantity with sum as Q)", set: "Orders") == .notImplemented)
+        #expect(kind("$apply=groupby((Tags))") == .notImplemented)
+        #expect(kind("$apply=groupby((Customer/Orders/Status))", set: "Orders") == .notImplemented)
     }
 }
