@@ -60,11 +60,10 @@ public struct ODataServiceError: GatewayError, Sendable, CustomStringConvertible
         return r
     }
 
-    /// A parser or translator error of ODataCore: what the gateway cannot translate is 501, the rest 400.
+    /// A parser or translator error of ODataCore: what the gateway does not implement is 501, the rest 400.
     init(_ e: ODataCore.ODataError) {
         self.init(
-            e.kind == .translation ? 501 : 400, e.kind == .translation ? "NotImplemented" : "BadRequest",
-            e.message)
+            e.isNotImplemented ? 501 : 400, e.isNotImplemented ? "NotImplemented" : "BadRequest", e.message)
     }
 
     /// A failure of SQLite while answering a read: a statement beyond SQLite's limits (a `$filter` with
