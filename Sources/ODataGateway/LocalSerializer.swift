@@ -146,13 +146,13 @@ struct ODataJSONSerializer {
                 case .decimal?: return v2 ? s + "M" : s
                 case .int16?, .int32?, .byte?, .sbyte?: return s
                 case .dateTime?:
-                    if let ms = MirrorColumn.parseV2Date(s) {
+                    if let ms = ODataStorage.v2Date(s) {
                         return "datetime'\(MirrorColumn.isoFromMillis(ms.millis, utc: false))'"
                     }
                     return "datetime'\(s)'"
                 case .dateTimeOffset?:
                     if v2 {
-                        if let ms = MirrorColumn.parseV2Date(s) {
+                        if let ms = ODataStorage.v2Date(s) {
                             return "datetimeoffset'\(MirrorColumn.isoFromMillis(ms.millis, utc: true))'"
                         }
                         return "datetimeoffset'\(s)'"

@@ -179,10 +179,10 @@ extension MirrorColumn {
             case .boolean: return .integer(s == "true" ? 1 : 0)
             case .guid: return .text(s.lowercased())
             case .dateTimeOffset:
-                if let ms = parseV2Date(s) { return .text(isoFromMillis(ms.millis, utc: true)) }
+                if let ms = ODataStorage.v2Date(s) { return .text(isoFromMillis(ms.millis, utc: true)) }
                 return .text(SQLDefaults.normalizeDateTimeOffset(s) ?? s)
             case .dateTime:
-                if let ms = parseV2Date(s) { return .text(isoFromMillis(ms.millis, utc: false)) }
+                if let ms = ODataStorage.v2Date(s) { return .text(isoFromMillis(ms.millis, utc: false)) }
                 return .text(SQLDefaults.normalizeDateTime(s))
             case .binary, .stream:
                 var b64 = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
@@ -193,21 +193,8 @@ extension MirrorColumn {
         }
     }
 
-    /// `/Date(1754611200000)/` or `/Date(1754611200000+0060)/` → milliseconds (UTC) and offset.
-    static func parseV2Date(_ s: String) -> (millis: Int64, offsetMinutes: Int64)? {
-        guard s.hasPrefix("/Date("), s.hasSuffix(")/") else { return nil }
-        let inner = s.dropFirst(6).dropLast(2)
-        var digits = inner
-        var offset: Int64 = 0
-        if let i = inner.dropFirst().firstIndex(where: { $0 == "+" || $0 == "-" }) {
-            digits = inner[..<i]
-            offset = Int64(inner[inner.index(after: i)...]) ?? 0
-            if inner[i] == "-" { offset = -offset }
-        }
-        guard let ms = Int64(digits) else { return nil }
-        return (ms, offset)
-    }
-
+    /// `YYYY-MM-DDThh:mm:ss[.fff][Z]` for milliseconds since 1970 (the instant of a V2 `/Date(ms)/`, read
+    /// by ODataCore's ``ODataStorage/v2Date(_:)``).
     static func isoFromMillis(_ ms: Int64, utc: Bool) -> String {
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         let fraction = ms - seconds * 1000
