@@ -1,0 +1,117 @@
+import AlgoliaGateway
+import GatewaySupport
+import HTTPCore
+import JSONCore
+import Synchronization
+import Upstream
+
+/// A fake Algolia upstream for the request strategies' unit tests: each forwarded request gets the
+/// outcome the script gives it, with the hooks applied as ``AlgoliaForwarder`` applies them (origin
+/// header, `"origin":"remote"` in a 2xx envelope, per-result tags of multi-queries, `onRelayed`, a 5xx,
+/// a 429 with a fallback, or a network error turned into `onUnavailable` or the unavailable answer).
+/// Nothing leaves the process.
+public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
+    /// What the upstream does with one request.
+    public indirect enum Outcome: Sendable {
+        /// A host answers this (relayed as it is, tagged when 2xx).
+        case answer(HTTPResponse)
+        /// Every host answers this 5xx.
+        case serverError(Int)
+        /// A host answers 429 (a transient failure when the strategy has a fallback, else relayed).
+        case rateLimited
+        /// No host answers (connection refused, reset): the upstream is then known to be down.
+        case networkError
+        /// No answer ever comes (the strategy's timer decides).
+        case silent
+        /// The outcome comes after `delay`, unless the caller cancelled meanwhile.
+        case after(Duration, Outcome)
+    }
+
+    /// Marked down by network errors (and ``markDown()``); its probe succeeds once ``markUp()`` is called.
+    public let reachability: ReachabilityTracker
+    /// `algolia.unavailableStatus`.
+    public let unavailableStatus: Int
+    private let script: @Sendable (HTTPRequest) -> Outcome
+    private let down = DownFlag()
+    private let received = Mutex<[HTTPRequest]>([])
+
+    /// An upstream answering each request by `script`.
+    public init(unavailableStatus: Int = 424, _ script: @escaping @Sendable (HTTPRequest) -> Outcome) {
+        self.unavailableStatus = unavailableStatus
+        self.script = script
+        let down = self.down
+        reachability = ReachabilityTracker(name: "algolia-scripted") { !down.isDown }
+    }
+
+    /// An upstream answering every request with `outcome`.
+    public convenience init(always outcome: Outcome) { self.init { _ in outcome } }
+
+    /// Every request forwarded so far, in order.
+    public var requests: [HTTPRequest] { received.withLock { $0 } }
+
+    /// Makes the upstream known to be down (as after a failed request); the probe keeps failing.
+    public func markDown() {
+        down.isDown = true
+        reachability.reportFailure("scripted: down")
+    }
+
+    /// Lets the probe succeed again and reports the upstream reachable.
+    public func markUp() {
+        down.isDown = false
+        reachability.reportSuccess()
+    }
+
+    public func forward(_ request: HTTPRequest, _ responder: any Responder, hooks: ForwardHooks) {
+        received.withLock { $0.append(request) }
+        perform(script(request), responder, hooks)
+    }
+
+    private func perform(_ outcome: Outcome, _ responder: any Responder, _ hooks: ForwardHooks) {
+        switch outcome {
+        case .answer(var response):
+            if response.status == 429 && hooks.onUnavailable != nil {
+                return unavailable("host answered 429", responder, hooks)
+            }
+            if hooks.originHeader { response.headers.set(MirrorgateHeader.origin, "remote") }
+            if hooks.tagBody, (200..<300).contains(response.status), case .bytes(let body) = response.body {
+                response.body = .bytes(hooks.tagResults ? OriginTag.tagResults(body) : OriginTag.tag(body))
+            }
+            reachability.reportSuccess()
+            responder.respond(response)
+            hooks.onRelayed?(response.status)
+        case .serverError(let status):
+            unavailable("host answered \(status)", responder, hooks)
+        case .rateLimited:
+            perform(.answer(AlgoliaError.response(429, "Too many requests")), responder, hooks)
+        case .networkError:
+            reachability.reportFailure("scripted: network error")
+            unavailable("network error", responder, hooks)
+        case .silent:
+            break
+        case .after(let delay, let next):
+            Scheduler.shared.schedule(after: delay) { [self] in
+                if hooks.isCancelled?() == true { return }
+                perform(next, responder, hooks)
+            }
+        }
+    }
+
+    private func unavailable(_ problem: String, _ responder: any Responder, _ hooks: ForwardHooks) {
+        if let fallback = hooks.onUnavailable { return fallback() }
+        responder.respond(AlgoliaError.response(unavailableStatus, "upstream unavailable: \(problem)"))
+    }
+
+    /// A 2xx JSON answer with `body`.
+    public static func ok(_ body: JSON) -> Outcome {
+        .answer(HTTPResponse.json(200, body.serialized()))
+    }
+}
+
+/// Whether the scripted upstream plays down (its probe fails).
+private final class DownFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isDown: Bool {
+        get { value.load(ordering: .relaxed) }
+        set { value.store(newValue, ordering: .relaxed) }
+    }
+}
