@@ -52,15 +52,17 @@ public final class AlgoliaService: Sendable {
             pool: WorkerPool(threads: 4, name: "mg-local"), events: events)
     }
 
-    /// The service over any upstream (tests script one); `fetcher` nil disables syncs.
+    /// The service over any upstream (tests script one); `fetcher` nil disables syncs. `logger` gets the
+    /// index and build events, `syncLogger` the syncs'.
     public init(
         configuration: MirrorgateConfiguration, upstream: (any AlgoliaUpstream)?, fetcher: MirrorFetcher?,
         store: IndexStore?, state: DatabasePool?, pool: WorkerPool,
-        events: @escaping @Sendable (String, JSON) -> Void
+        events: @escaping @Sendable (String, JSON) -> Void,
+        logger: Logger = Logger(label: "mirrorgate.algolia"),
+        syncLogger: Logger = Logger(label: "mirrorgate.sync")
     ) throws(AlgoliaSetupError) {
         self.configuration = configuration
         self.upstream = upstream
-        let logger = Logger(label: "mirrorgate.algolia")
         let offline = try OfflineIndexRegistry.load(configuration, store: store, logger: logger)
         if let upstream {
             upstream.reachability.onChange { up in

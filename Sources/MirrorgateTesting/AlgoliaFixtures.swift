@@ -4,6 +4,7 @@ import GatewayConfig
 import GatewaySupport
 import HTTPCore
 import JSONCore
+import Logging
 import SearchEngine
 
 /// Algolia test data shared by the unit tests: the engine's catalogues (books, vehicles with synonyms),
@@ -158,14 +159,13 @@ public enum AlgoliaFixtures {
     public static func service(
         upstream: ScriptedAlgoliaUpstream?, strategy: RequestStrategy = .fallbackOnFailure,
         fallbackTimeout: Duration = .milliseconds(200), preventiveDelay: Duration = .milliseconds(100),
-        in directory: TemporaryDirectory
+        logger: Logger = Logger(label: "mirrorgate.algolia"), in directory: TemporaryDirectory
     ) throws -> AlgoliaService {
         let configuration = try configuration(
             in: directory, strategy: strategy, fallbackTimeout: fallbackTimeout,
             preventiveDelay: preventiveDelay)
         return try AlgoliaService(
             configuration: configuration, upstream: upstream, fetcher: nil, store: nil, state: nil,
-            pool: pool,
-            events: { _, _ in })
+            pool: pool, events: { _, _ in }, logger: logger, syncLogger: logger)
     }
 }

@@ -400,3 +400,21 @@ import Testing
         #expect(upstream.requests.isEmpty)
     }
 }
+
+@Suite struct ServiceLoggingTests {
+    @Test func startingNamesEachOfflineIndexAndNeverAKey() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let recorder = LogRecorder()
+        _ = try AlgoliaFixtures.service(upstream: nil, logger: recorder.logger("mirrorgate.algolia"), in: dir)
+        let built = recorder.entries.filter { $0.message == "offline index built from bootstrap" }
+        #expect(built.map { $0.metadata["index"] } == ["books"])
+        #expect(built.first?.metadata["objects"] == "\(AlgoliaFixtures.books.count)")
+        #expect(built.first?.level.rawValue == "info")
+        let keys = [AlgoliaFixtures.syncKey, AlgoliaFixtures.clientKey]
+        for entry in recorder.entries {
+            let text = entry.message + entry.metadata.values.joined()
+            #expect(!keys.contains { text.contains($0) }, "\(entry)")
+        }
+    }
+}
