@@ -303,8 +303,14 @@ def _as_other_user():
 
 
 def _run_as(args, cwd, preexec):
+    """Runs the binary (as `nobody` with `preexec`) from a copy in `cwd`, a directory `nobody` can traverse:
+    the build folder may sit in a private directory (CI clones into a mode 0700 temporary folder)."""
+    exe = Path(cwd) / "mirrorgate"
+    if not exe.exists():
+        shutil.copy2(binary(), exe)
+        os.chmod(exe, 0o755)
     return subprocess.run(
-        [str(binary()), *args],
+        [str(exe), *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
