@@ -154,18 +154,19 @@ public enum AlgoliaFixtures {
     public static let pool = WorkerPool(threads: 2, name: "mg-test-local")
 
     /// An ``AlgoliaService`` over `upstream` (nil: no Algolia host) for ``configuration(in:strategy:fallbackTimeout:preventiveDelay:hosts:timeout:)``:
-    /// the mirrored index `products` with `strategy` and the offline index `books`, kept in memory (no
-    /// store, no sync), so that a test needs no process, file store or network.
+    /// the mirrored index `products` with `strategy` and the offline index `books`, kept in memory unless
+    /// a `store` is given (manual builds need one); no sync, no process, no network.
     public static func service(
         upstream: ScriptedAlgoliaUpstream?, strategy: RequestStrategy = .fallbackOnFailure,
         fallbackTimeout: Duration = .milliseconds(200), preventiveDelay: Duration = .milliseconds(100),
-        logger: Logger = Logger(label: "mirrorgate.algolia"), in directory: TemporaryDirectory
+        logger: Logger = Logger(label: "mirrorgate.algolia"), store: IndexStore? = nil,
+        in directory: TemporaryDirectory
     ) throws -> AlgoliaService {
         let configuration = try configuration(
             in: directory, strategy: strategy, fallbackTimeout: fallbackTimeout,
             preventiveDelay: preventiveDelay)
         return try AlgoliaService(
-            configuration: configuration, upstream: upstream, fetcher: nil, store: nil, state: nil,
+            configuration: configuration, upstream: upstream, fetcher: nil, store: store, state: nil,
             pool: pool, events: { _, _ in }, logger: logger, syncLogger: logger)
     }
 }
