@@ -53,61 +53,62 @@ struct ManualBuilds: Sendable {
             fail(500, "no index store: the build could not be persisted")
             return
         }
-        let events = self.events
-        let logger = self.logger
-        let configuration = self.configuration
-        let thread = Thread {
-            var built: SearchIndex?
-            defer { mirror.endBuild(built) }
-            let start = ContinuousClock.now
-            let source: Source
-            do throws(BuildError) {
-                source = try ManualBuilds.parse(body, resolve: { configuration.resolve(path: $0) })
-            } catch {
-                out.respond(AlgoliaError.response(400, error.description))
-                return
-            }
-            events("buildDidStart", ["index": .string(name), "source": .string(source.kind)])
-            do {
-                let (settings, synonyms, records) = try source.load()
-                let parsed = ContinuousClock.now
-                var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
-                do {
-                    index = try store.save(index)
-                } catch {
-                    throw BuildError(description: "storing the new version failed: \(error)", status: 500)
-                }
-                built = index
-                let end = ContinuousClock.now
-                let buildMs = Int((end - parsed).seconds * 1000)
-                let durationMs = Int((end - start).seconds * 1000)
-                events(
-                    "buildDidFinish",
-                    [
-                        "index": .string(name), "objects": .int(Int64(index.objectCount)),
-                        "buildMs": .int(Int64(buildMs)), "source": .string(source.kind),
-                    ])
-                logger.info(
-                    "manual build finished",
-                    metadata: ["index": "\(name)", "objects": "\(index.objectCount)", "ms": "\(durationMs)"])
-                let answer: JSON = [
-                    "index": .string(name), "objects": .int(Int64(index.objectCount)),
-                    "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
-                ]
-                out.respond(.json(200, answer.serialized()))
-            } catch let error as BuildError {
-                events(
-                    "buildDidFinish", ["index": .string(name), "error": .string(error.description)])
-                logger.warning("manual build failed", metadata: ["index": "\(name)", "error": "\(error)"])
-                out.respond(AlgoliaError.response(error.status, error.description))
-            } catch {
-                let message = "\(error)"
-                events("buildDidFinish", ["index": .string(name), "error": .string(message)])
-                out.respond(AlgoliaError.response(400, message))
-            }
+        let thread = Thread { [self] in
+            // Installed (or the claim released) before the answer: a client that searches or builds
+            // again right after it sees the new version, never a 409 of its own build.
+            let (response, built) = run(name, body: body, store: store)
+            mirror.endBuild(built)
+            out.respond(response)
         }
         thread.name = "mg-build-\(name)"
         thread.start()
+    }
+
+    /// Parses, reads, builds and stores; the answer and the stored version (nil when the build failed).
+    private func run(_ name: String, body: [UInt8], store: IndexStore) -> (HTTPResponse, SearchIndex?) {
+        let start = ContinuousClock.now
+        let source: Source
+        do throws(BuildError) {
+            source = try ManualBuilds.parse(body, resolve: { configuration.resolve(path: $0) })
+        } catch {
+            return (AlgoliaError.response(400, error.description), nil)
+        }
+        events("buildDidStart", ["index": .string(name), "source": .string(source.kind)])
+        do {
+            let (settings, synonyms, records) = try source.load()
+            let parsed = ContinuousClock.now
+            var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
+            do {
+                index = try store.save(index)
+            } catch {
+                throw BuildError(description: "storing the new version failed: \(error)", status: 500)
+            }
+            let end = ContinuousClock.now
+            let buildMs = Int((end - parsed).seconds * 1000)
+            let durationMs = Int((end - start).seconds * 1000)
+            events(
+                "buildDidFinish",
+                [
+                    "index": .string(name), "objects": .int(Int64(index.objectCount)),
+                    "buildMs": .int(Int64(buildMs)), "source": .string(source.kind),
+                ])
+            logger.info(
+                "manual build finished",
+                metadata: ["index": "\(name)", "objects": "\(index.objectCount)", "ms": "\(durationMs)"])
+            let answer: JSON = [
+                "index": .string(name), "objects": .int(Int64(index.objectCount)),
+                "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
+            ]
+            return (.json(200, answer.serialized()), index)
+        } catch let error as BuildError {
+            events("buildDidFinish", ["index": .string(name), "error": .string(error.description)])
+            logger.warning("manual build failed", metadata: ["index": "\(name)", "error": "\(error)"])
+            return (AlgoliaError.response(error.status, error.description), nil)
+        } catch {
+            let message = "\(error)"
+            events("buildDidFinish", ["index": .string(name), "error": .string(message)])
+            return (AlgoliaError.response(400, message), nil)
+        }
     }
 
     struct BuildError: Error, CustomStringConvertible {

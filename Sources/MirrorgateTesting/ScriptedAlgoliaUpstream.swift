@@ -1,5 +1,4 @@
 import AlgoliaGateway
-import GatewaySupport
 import HTTPCore
 import JSONCore
 import Synchronization
@@ -23,8 +22,36 @@ public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
         case networkError
         /// No answer ever comes (the strategy's timer decides).
         case silent
-        /// The outcome comes after `delay`, unless the caller cancelled meanwhile.
-        case after(Duration, Outcome)
+        /// The outcome comes when the test opens `gate` (at once if it is open), unless the caller
+        /// cancelled meanwhile: an order of events without timing.
+        case held(Gate, Outcome)
+    }
+
+    /// Holds scripted outcomes until the test opens it.
+    public final class Gate: Sendable {
+        private let state = Mutex<(open: Bool, waiting: [@Sendable () -> Void])>((false, []))
+
+        /// A closed gate.
+        public init() {}
+
+        /// Opens the gate: the held outcomes come now, later ones at once.
+        public func open() {
+            let waiting = state.withLock { s -> [@Sendable () -> Void] in
+                s.open = true
+                defer { s.waiting = [] }
+                return s.waiting
+            }
+            for work in waiting { work() }
+        }
+
+        func whenOpen(_ work: @escaping @Sendable () -> Void) {
+            let now = state.withLock { s -> Bool in
+                if s.open { return true }
+                s.waiting.append(work)
+                return false
+            }
+            if now { work() }
+        }
     }
 
     /// Marked down by network errors (and ``markDown()``); its probe succeeds once ``markUp()`` is called.
@@ -88,8 +115,8 @@ public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
             unavailable("network error", responder, hooks)
         case .silent:
             break
-        case .after(let delay, let next):
-            Scheduler.shared.schedule(after: delay) { [self] in
+        case .held(let gate, let next):
+            gate.whenOpen { [self] in
                 if hooks.isCancelled?() == true { return }
                 perform(next, responder, hooks)
             }

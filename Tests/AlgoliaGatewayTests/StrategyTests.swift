@@ -152,6 +152,19 @@ import Testing
         #expect(upstream.requests.count == 1)
     }
 
+    @Test func aRemoteAnswerAfterTheLocalOneIsDropped() throws {
+        let gate = ScriptedAlgoliaUpstream.Gate()
+        let upstream = ScriptedAlgoliaUpstream(always: .held(gate, ScriptedAlgoliaUpstream.ok(Self.remote)))
+        let service = try makeService(
+            upstream, strategy: .fallbackOnTimeout, fallbackTimeout: .milliseconds(20))
+        let out = RecordingResponder()
+        service.handle(search(), out)
+        try expectLocal(try #require(out.wait(for: .seconds(10))))
+        gate.open()
+        #expect(out.responses.count == 1)
+        #expect(upstream.requests.count == 1)
+    }
+
     @Test func fallbackOnTimeoutKeepsARemoteAnswerThatComesFirst() throws {
         let upstream = ScriptedAlgoliaUpstream(always: ScriptedAlgoliaUpstream.ok(Self.remote))
         let service = try makeService(upstream, strategy: .fallbackOnTimeout, fallbackTimeout: .seconds(30))
@@ -166,16 +179,23 @@ import Testing
 
     // MARK: preventive
 
-    /// The lines of a preventive stream, parsed.
-    func lines(_ response: HTTPResponse) throws -> [JSON] {
+    /// The lines of a preventive stream, parsed; `gate` (holding the upstream's answer) is opened once the
+    /// first line came, so that the order of the lines does not depend on timing.
+    func lines(_ response: HTTPResponse, opening gate: ScriptedAlgoliaUpstream.Gate? = nil) throws -> [JSON] {
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "application/x-ndjson")
         guard case .stream(let stream) = response.body else {
             Issue.record("expected a stream")
             return []
         }
-        let (chunks, ended) = StreamCollector.collect(stream, timeout: .seconds(10))
-        #expect(ended)
+        let reader = StreamCollector(stream)
+        var chunks: [[UInt8]] = []
+        for _ in 0..<10 {
+            guard let chunk = reader.next(timeout: .seconds(10)) else { break }
+            chunks.append(chunk)
+            gate?.open()
+        }
+        #expect(reader.ended)
         return try chunks.map { chunk in
             #expect(chunk.last == 0x0A)
             return try JSON.parse(Array(chunk.dropLast()))
@@ -183,12 +203,12 @@ import Testing
     }
 
     @Test func preventiveSendsTheMirrorsAnswerThenTheUpstreams() throws {
-        let upstream = ScriptedAlgoliaUpstream(
-            always: .after(.milliseconds(400), ScriptedAlgoliaUpstream.ok(Self.remote)))
+        let gate = ScriptedAlgoliaUpstream.Gate()
+        let upstream = ScriptedAlgoliaUpstream(always: .held(gate, ScriptedAlgoliaUpstream.ok(Self.remote)))
         let service = try makeService(upstream, strategy: .preventive, preventiveDelay: .milliseconds(20))
         let response = try answer(service, search([MirrorgateHeader.strategy: "preventive"]))
         #expect(response.headers[MirrorgateHeader.origin] == "remote")
-        let lines = try lines(response)
+        let lines = try lines(response, opening: gate)
         #expect(lines.map { $0["origin"]?.stringValue } == ["local", "remote"])
         #expect(Set(objectIDs(lines[0])) == ["p1", "p2", "p4"])
         #expect(lines.count == 2 ? objectIDs(lines[1]) == ["remote-1"] : false)
@@ -202,10 +222,12 @@ import Testing
     }
 
     @Test func preventiveEndsWithAnErrorDocumentWhenTheUpstreamFails() throws {
-        let upstream = ScriptedAlgoliaUpstream(always: .after(.milliseconds(400), .networkError))
+        let gate = ScriptedAlgoliaUpstream.Gate()
+        let upstream = ScriptedAlgoliaUpstream(always: .held(gate, .networkError))
         defer { upstream.markUp() }
         let service = try makeService(upstream, strategy: .preventive, preventiveDelay: .milliseconds(20))
-        let lines = try lines(try answer(service, search([MirrorgateHeader.strategy: "preventive"])))
+        let lines = try lines(
+            try answer(service, search([MirrorgateHeader.strategy: "preventive"])), opening: gate)
         #expect(lines.count == 2)
         #expect(lines.first?["origin"]?.stringValue == "local")
         #expect(
@@ -213,10 +235,12 @@ import Testing
     }
 
     @Test func preventiveRelaysAClientErrorAsTheRemoteLine() throws {
+        let gate = ScriptedAlgoliaUpstream.Gate()
         let upstream = ScriptedAlgoliaUpstream(
-            always: .after(.milliseconds(400), .answer(AlgoliaError.response(400, "bad filter"))))
+            always: .held(gate, .answer(AlgoliaError.response(400, "bad filter"))))
         let service = try makeService(upstream, strategy: .preventive, preventiveDelay: .milliseconds(20))
-        let lines = try lines(try answer(service, search([MirrorgateHeader.strategy: "preventive"])))
+        let lines = try lines(
+            try answer(service, search([MirrorgateHeader.strategy: "preventive"])), opening: gate)
         #expect(lines.last == ["origin": "remote", "status": 400, "message": "bad filter"])
     }
 
