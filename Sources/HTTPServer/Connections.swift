@@ -1,0 +1,200 @@
+import CMicroHTTPD
+import GatewaySupport
+
+/// A client's IP address, the key of the per-address limits (IPv4 and IPv6 alike; the port is not part
+/// of it).
+struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    let family: UInt8
+    let high: UInt64
+    let low: UInt64
+
+    /// The address of an unknown peer (no socket address): all such peers share one budget.
+    static let unknown = PeerAddress(family: 0, high: 0, low: 0)
+
+    init(family: UInt8, high: UInt64, low: UInt64) {
+        self.family = family
+        self.high = high
+        self.low = low
+    }
+
+    /// The address in `sa` (AF_INET or AF_INET6), or nil for another family.
+    init?(_ sa: UnsafePointer<sockaddr>) {
+        switch Int32(sa.pointee.sa_family) {
+        case AF_INET:
+            let ip = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            self.init(family: 4, high: 0, low: UInt64(ip))
+        case AF_INET6:
+            let (h, l) = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p -> (UInt64, UInt64) in
+                withUnsafeBytes(of: p.pointee.sin6_addr) { raw in
+                    var h: UInt64 = 0
+                    var l: UInt64 = 0
+                    for i in 0..<8 { h = h << 8 | UInt64(raw[i]) }
+                    for i in 8..<16 { l = l << 8 | UInt64(raw[i]) }
+                    return (h, l)
+                }
+            }
+            self.init(family: 6, high: h, low: l)
+        default:
+            return nil
+        }
+    }
+
+    var description: String {
+        switch family {
+        case 4: return "\(low >> 24).\(low >> 16 & 255).\(low >> 8 & 255).\(low & 255)"
+        case 6:
+            let groups = (0..<4).map { String(high >> (48 - 16 * $0) & 0xFFFF, radix: 16) }
+                + (0..<4).map { String(low >> (48 - 16 * $0) & 0xFFFF, radix: 16) }
+            return groups.joined(separator: ":")
+        default: return "unknown"
+        }
+    }
+}
+
+/// One TCP connection, from libmicrohttpd's "started" notification to its "closed" one (retained by the
+/// connection's socket context). Its mutable state is guarded by the server's ``PendingTable`` lock.
+final class ConnectionSlot: @unchecked Sendable {
+    /// The socket; ours to shut down only while `closed` is false (libmicrohttpd closes it after
+    /// reporting the close, so a descriptor number reused by a newer connection is never touched).
+    let fd: Int32
+    let peer: PeerAddress
+    /// Since when the connection has been waiting for (or receiving) a request head; nil while a
+    /// request is in progress. Guarded by the table's lock.
+    var pendingSince: UInt64?
+    /// libmicrohttpd reported the close. Guarded by the table's lock.
+    var closed = false
+    /// The server shut the socket down (deadline, limit, or an answer it wrote itself). Guarded by the
+    /// table's lock.
+    var shut = false
+
+    init(fd: Int32, peer: PeerAddress) {
+        self.fd = fd
+        self.peer = peer
+    }
+}
+
+/// The connections that are still waiting for, or receiving, a request head ("pending": from accept, or
+/// from the end of the previous response on a kept-alive connection, until the head is complete), with
+/// the rules that keep slow clients from holding the server:
+///
+/// - a head must be complete `headDeadline` after the connection started waiting for it, however steadily
+///   its bytes trickle in;
+/// - one address may hold at most `perAddressLimit` pending connections, and all addresses together at
+///   most `totalLimit`. A new connection beyond a limit closes the oldest pending connection in that
+///   scope if it has been pending for at least `slowAfter` (a head arrives within milliseconds on a
+///   working connection: one pending that long is idle or slow); if there is none, the new connection is
+///   refused. Connections that become pending again after a response (kept alive) are trimmed to the
+///   limits the same way, oldest first, once slow.
+///
+/// Pure bookkeeping (time is passed in), so that it can be tested without sockets; the server calls it
+/// under one lock and shuts down the connections it returns while still holding that lock.
+struct PendingTable {
+    let perAddressLimit: Int
+    let totalLimit: Int
+    let slowAfter: UInt64
+    let headDeadline: UInt64
+    private(set) var pending: [ObjectIdentifier: ConnectionSlot] = [:]
+    private(set) var perAddress: [PeerAddress: Int] = [:]
+
+    init(perAddressLimit: Int, totalLimit: Int, slowAfter: UInt64, headDeadline: UInt64) {
+        self.perAddressLimit = max(1, perAddressLimit)
+        self.totalLimit = max(1, totalLimit)
+        self.slowAfter = slowAfter
+        self.headDeadline = headDeadline
+    }
+
+    /// Whether a new connection from `peer` may be accepted at `now`, and the pending connections to
+    /// close to make room for it (already removed from the table and marked `shut`).
+    mutating func admit(_ peer: PeerAddress, now: UInt64) -> (admit: Bool, close: [ConnectionSlot]) {
+        var close: [ConnectionSlot] = []
+        if perAddress[peer, default: 0] >= perAddressLimit {
+            guard let victim = oldestSlow(now: now, of: peer) else { return (false, close) }
+            shut(victim)
+            close.append(victim)
+        }
+        if pending.count >= totalLimit {
+            guard let victim = oldestSlow(now: now, of: nil) else { return (false, close) }
+            shut(victim)
+            close.append(victim)
+        }
+        return (true, close)
+    }
+
+    /// A connection was accepted: it waits for its first request head.
+    mutating func opened(_ slot: ConnectionSlot, now: UInt64) {
+        makePending(slot, now: now)
+    }
+
+    /// A request head is complete: the connection is no longer pending.
+    mutating func requestStarted(_ slot: ConnectionSlot) {
+        guard slot.pendingSince != nil else { return }
+        remove(slot)
+    }
+
+    /// A response is complete: a kept-alive connection waits for its next request head.
+    mutating func requestEnded(_ slot: ConnectionSlot, now: UInt64) {
+        makePending(slot, now: now)
+    }
+
+    /// libmicrohttpd closed the connection: its descriptor is no longer ours to touch.
+    mutating func closed(_ slot: ConnectionSlot) {
+        if slot.pendingSince != nil { remove(slot) }
+        slot.closed = true
+    }
+
+    /// Marks `slot` as shut down by the server (it leaves the table).
+    mutating func shut(_ slot: ConnectionSlot) {
+        if slot.pendingSince != nil { remove(slot) }
+        slot.shut = true
+    }
+
+    /// The pending connections to close at `now`: those past the head deadline, then the slow ones
+    /// beyond the limits, oldest first (removed from the table and marked `shut`).
+    mutating func sweep(now: UInt64) -> [ConnectionSlot] {
+        var close: [ConnectionSlot] = []
+        for slot in pending.values where now &- slot.pendingSince! >= headDeadline {
+            close.append(slot)
+        }
+        for slot in close { shut(slot) }
+        let overTotal = pending.count > totalLimit
+        let overAddress = perAddress.values.contains { $0 > perAddressLimit }
+        guard overTotal || overAddress else { return close }
+        let slowest = pending.values.filter { now &- $0.pendingSince! >= slowAfter }
+            .sorted { $0.pendingSince! < $1.pendingSince! }
+        for slot in slowest {
+            if pending.count > totalLimit || perAddress[slot.peer, default: 0] > perAddressLimit {
+                shut(slot)
+                close.append(slot)
+            }
+        }
+        return close
+    }
+
+    private func oldestSlow(now: UInt64, of peer: PeerAddress?) -> ConnectionSlot? {
+        var oldest: ConnectionSlot?
+        for slot in pending.values where peer == nil || slot.peer == peer {
+            let since = slot.pendingSince!
+            guard now &- since >= slowAfter else { continue }
+            if let o = oldest, o.pendingSince! <= since { continue }
+            oldest = slot
+        }
+        return oldest
+    }
+
+    private mutating func makePending(_ slot: ConnectionSlot, now: UInt64) {
+        guard !slot.closed, !slot.shut else { return }
+        if slot.pendingSince == nil {
+            pending[ObjectIdentifier(slot)] = slot
+            perAddress[slot.peer, default: 0] += 1
+        }
+        slot.pendingSince = now
+    }
+
+    private mutating func remove(_ slot: ConnectionSlot) {
+        guard slot.pendingSince != nil else { return }
+        slot.pendingSince = nil
+        pending.removeValue(forKey: ObjectIdentifier(slot))
+        let n = perAddress[slot.peer, default: 1] - 1
+        if n > 0 { perAddress[slot.peer] = n } else { perAddress.removeValue(forKey: slot.peer) }
+    }
+}
