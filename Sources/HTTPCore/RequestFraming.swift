@@ -51,12 +51,15 @@ public enum RequestFraming {
                 return .failure(
                     Refusal(
                         status: 400,
-                        message: "header field name '\(printable(name))' is not a token (no whitespace before the colon)"
+                        message:
+                            "header field name '\(printable(name))' is not a token (no whitespace before the colon)"
                     ))
             }
             if value.utf8.contains(13) {
                 return .failure(
-                    Refusal(status: 400, message: "header field '\(printable(name))' contains a bare CR (RFC 9112 §2.2)"))
+                    Refusal(
+                        status: 400,
+                        message: "header field '\(printable(name))' contains a bare CR (RFC 9112 §2.2)"))
             }
             if name.equalsIgnoringASCIICase("Host") {
                 hosts += 1
@@ -79,10 +82,12 @@ public enum RequestFraming {
             if !lengths.isEmpty {
                 return .failure(
                     Refusal(
-                        status: 400, message: "a request may not carry both Content-Length and Transfer-Encoding"))
+                        status: 400,
+                        message: "a request may not carry both Content-Length and Transfer-Encoding"))
             }
             if http10 {
-                return .failure(Refusal(status: 400, message: "Transfer-Encoding is not defined for HTTP/1.0"))
+                return .failure(
+                    Refusal(status: 400, message: "Transfer-Encoding is not defined for HTTP/1.0"))
             }
             for field in codings {
                 for coding in field.split(separator: ",", omittingEmptySubsequences: false) {
@@ -90,7 +95,8 @@ public enum RequestFraming {
                     if !String(name).equalsIgnoringASCIICase("chunked") {
                         return .failure(
                             Refusal(
-                                status: 501, message: "transfer coding '\(printable(name))' is not implemented"))
+                                status: 501,
+                                message: "transfer coding '\(printable(name))' is not implemented"))
                     }
                 }
             }
@@ -105,7 +111,9 @@ public enum RequestFraming {
         guard let first = lengths.first else { return .success(.none) }
         guard let n = decimal(first), lengths.allSatisfy({ decimal($0) == n }) else {
             return .failure(
-                Refusal(status: 400, message: "Content-Length must be one decimal number (conflicting or invalid values)")
+                Refusal(
+                    status: 400,
+                    message: "Content-Length must be one decimal number (conflicting or invalid values)")
             )
         }
         return .success(n > 0 ? .length(n) : .none)
@@ -147,7 +155,8 @@ public enum RequestFraming {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
                 UInt8(ascii: "0")...UInt8(ascii: "9"):
                 continue
-            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"),
+                UInt8(ascii: "&"),
                 UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
                 UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
                 continue
@@ -166,7 +175,8 @@ public enum RequestFraming {
         if bytes.first == UInt8(ascii: "[") {
             guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
             let literal = bytes[bytes.index(after: bytes.startIndex)..<close]
-            guard !literal.isEmpty, literal.allSatisfy({ isRegNameByte($0) || $0 == UInt8(ascii: ":") }) else {
+            guard !literal.isEmpty, literal.allSatisfy({ isRegNameByte($0) || $0 == UInt8(ascii: ":") })
+            else {
                 return false
             }
             bytes = bytes[bytes.index(after: close)...]
@@ -202,7 +212,8 @@ public enum RequestFraming {
     /// `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).
     static func trimmingOWS(_ s: Substring) -> Substring {
         let isOWS: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let start = s.firstIndex(where: { !isOWS($0) }), let end = s.lastIndex(where: { !isOWS($0) }) else {
+        guard let start = s.firstIndex(where: { !isOWS($0) }), let end = s.lastIndex(where: { !isOWS($0) })
+        else {
             return s[s.endIndex...]
         }
         return s[start...end]
@@ -223,7 +234,8 @@ extension HTTPResponse {
         guard case .bytes(let body) = body else { return nil }
         var head = "HTTP/1.1 \(status) \(HTTPStatus.reasonPhrase(status))\r\n"
         for (name, value) in headers
-        where !name.equalsIgnoringASCIICase("Content-Length") && !name.equalsIgnoringASCIICase("Transfer-Encoding")
+        where !name.equalsIgnoringASCIICase("Content-Length")
+            && !name.equalsIgnoringASCIICase("Transfer-Encoding")
             && !name.equalsIgnoringASCIICase("Connection")
         {
             head += "\(name): \(value)\r\n"

@@ -21,7 +21,9 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     init?(_ sa: UnsafePointer<sockaddr>) {
         switch Int32(sa.pointee.sa_family) {
         case AF_INET:
-            let ip = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            let ip = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
+            }
             self.init(family: 4, high: 0, low: UInt64(ip))
         case AF_INET6:
             let (h, l) = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p -> (UInt64, UInt64) in
@@ -43,7 +45,8 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         switch family {
         case 4: return "\(low >> 24).\(low >> 16 & 255).\(low >> 8 & 255).\(low & 255)"
         case 6:
-            let groups = (0..<4).map { String(high >> (48 - 16 * $0) & 0xFFFF, radix: 16) }
+            let groups =
+                (0..<4).map { String(high >> (48 - 16 * $0) & 0xFFFF, radix: 16) }
                 + (0..<4).map { String(low >> (48 - 16 * $0) & 0xFFFF, radix: 16) }
             return groups.joined(separator: ":")
         default: return "unknown"
@@ -181,12 +184,12 @@ struct PendingTable {
         return oldest
     }
 
+    /// Starts the head clock, unless it already runs (a request that ends before its head was complete,
+    /// as when libmicrohttpd answers a malformed head itself, does not restart it).
     private mutating func makePending(_ slot: ConnectionSlot, now: UInt64) {
-        guard !slot.closed, !slot.shut else { return }
-        if slot.pendingSince == nil {
-            pending[ObjectIdentifier(slot)] = slot
-            perAddress[slot.peer, default: 0] += 1
-        }
+        guard !slot.closed, !slot.shut, slot.pendingSince == nil else { return }
+        pending[ObjectIdentifier(slot)] = slot
+        perAddress[slot.peer, default: 0] += 1
         slot.pendingSince = now
     }
 

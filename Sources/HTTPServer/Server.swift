@@ -141,7 +141,8 @@ final class ServerCore: @unchecked Sendable {
         checksHeadLayout = HeadLayout.applies(toVersion: version)
         if !checksHeadLayout {
             logger.notice(
-                "libmicrohttpd \(version): NUL, bare CR and obs-fold in request heads are left to its own parser")
+                "libmicrohttpd \(version): NUL and obs-fold in request heads are left to its own parser"
+            )
         }
     }
 
@@ -291,7 +292,8 @@ final class ServerCore: @unchecked Sendable {
             defer { r = (0, 0, now) }
             return "slow clients: \(r.refused) connection(s) refused, \(r.closed) closed (head not complete "
                 + "within requestTimeout, or beyond the pending limits: \(configuration.maxPendingPerAddress) "
-                + "per address, \(configuration.maxPending) in all)" + (peer.map { "; last from \($0)" } ?? "")
+                + "per address, \(configuration.maxPending) in all)"
+                + (peer.map { "; last from \($0)" } ?? "")
         }
         if let line { logger.warning("\(line)") }
     }
@@ -300,7 +302,8 @@ final class ServerCore: @unchecked Sendable {
 
     /// Reports an answered request to the observer (access log, metrics).
     func observe(_ ctx: RequestContext, _ response: HTTPResponse) {
-        observer?(ctx.method, ctx.target, response.status, response.headers, monotonicNanos() - ctx.receivedAt)
+        observer?(
+            ctx.method, ctx.target, response.status, response.headers, monotonicNanos() - ctx.receivedAt)
     }
 
     func register(_ ctx: RequestContext) {
@@ -469,7 +472,10 @@ final class RequestContext: @unchecked Sendable, Responder {
             if now >= stream.deadline { stream.abort() } else { stream.checkPeerClosed() }
             return
         }
-        enum Due { case none, respond, cut(writeAnswer: Bool) }
+        enum Due {
+            case none, respond
+            case cut(writeAnswer: Bool)
+        }
         let due: Due = lock.withLock { _ in
             guard now >= deadline else { return .none }
             switch phase {
@@ -558,13 +564,16 @@ enum MHDCallbacks {
         let ctx = Unmanaged<RequestContext>.fromOpaque(cls!).takeUnretainedValue()
         guard let key else { return .YES }
         let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
-        let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) }
+        let text = value.map {
+            String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+        }
         ctx.headers.add(name, text ?? "")
         if let base = ctx.layoutBase {
             if let value {
                 ctx.fields.append(
                     HeadLayout.Field(
-                        name: UnsafeRawPointer(key) - base, nameCount: keySize, value: UnsafeRawPointer(value) - base,
+                        name: UnsafeRawPointer(key) - base, nameCount: keySize,
+                        value: UnsafeRawPointer(value) - base,
                         valueCount: valueSize))
             } else {
                 ctx.layoutBase = nil  // no value pointer: nothing to check against
@@ -693,7 +702,8 @@ enum MHDCallbacks {
         case .success(.length(let n)) where n > core.configuration.maxBodySize:
             ctx.answered = true
             return queue(
-                core.errors(413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target),
+                core.errors(
+                    413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target),
                 ctx, connection)
         case .success(.length(let n)):
             ctx.body.reserveCapacity(n)
