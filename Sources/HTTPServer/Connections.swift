@@ -155,14 +155,14 @@ struct PendingTable {
     /// beyond the limits, oldest first (removed from the table and marked `shut`).
     mutating func sweep(now: UInt64) -> [ConnectionSlot] {
         var close: [ConnectionSlot] = []
-        for slot in pending.values where now &- slot.pendingSince! >= headDeadline {
+        for slot in pending.values where age(slot, now) >= headDeadline {
             close.append(slot)
         }
         for slot in close { shut(slot) }
         let overTotal = pending.count > totalLimit
         let overAddress = perAddress.values.contains { $0 > perAddressLimit }
         guard overTotal || overAddress else { return close }
-        let slowest = pending.values.filter { now &- $0.pendingSince! >= slowAfter }
+        let slowest = pending.values.filter { age($0, now) >= slowAfter }
             .sorted { $0.pendingSince! < $1.pendingSince! }
         for slot in slowest {
             if pending.count > totalLimit || perAddress[slot.peer, default: 0] > perAddressLimit {
@@ -173,11 +173,18 @@ struct PendingTable {
         return close
     }
 
+    /// How long `slot` has been pending at `now`; zero when its clock started after `now` was read
+    /// (another thread may start it between the two).
+    private func age(_ slot: ConnectionSlot, _ now: UInt64) -> UInt64 {
+        let since = slot.pendingSince!
+        return now > since ? now - since : 0
+    }
+
     private func oldestSlow(now: UInt64, of peer: PeerAddress?) -> ConnectionSlot? {
         var oldest: ConnectionSlot?
         for slot in pending.values where peer == nil || slot.peer == peer {
             let since = slot.pendingSince!
-            guard now &- since >= slowAfter else { continue }
+            guard age(slot, now) >= slowAfter else { continue }
             if let o = oldest, o.pendingSince! <= since { continue }
             oldest = slot
         }

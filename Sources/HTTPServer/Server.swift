@@ -288,7 +288,7 @@ final class ServerCore: @unchecked Sendable {
         let line: String? = slowReport.withLock { r in
             r.refused += refused
             r.closed += closed
-            guard now &- r.since >= 10_000_000_000 else { return nil }
+            guard now >= r.since &+ 10_000_000_000 || r.since == 0 else { return nil }
             defer { r = (0, 0, now) }
             return "slow clients: \(r.refused) connection(s) refused, \(r.closed) closed (head not complete "
                 + "within requestTimeout, or beyond the pending limits: \(configuration.maxPendingPerAddress) "

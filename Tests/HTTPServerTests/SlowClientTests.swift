@@ -70,6 +70,16 @@ import Testing
         #expect(t.sweep(now: 30 * second).first === slot)
     }
 
+    @Test func aClockStartedAfterTheSweepReadTheTimeIsNotOverdue() {
+        // The watchdog reads the time, then takes the lock; a polling thread may start a head clock in
+        // between. Its age is zero, not a wrapped-around eternity.
+        var t = table()
+        let slot = open(&t, a, at: 5 * second)!
+        #expect(t.sweep(now: 5 * second - 1).isEmpty)
+        #expect(t.admit(a, now: 5 * second - 1).admit)
+        #expect(!slot.shut)
+    }
+
     @Test func closedConnectionsAreNeverTouched() {
         var t = table()
         let slot = open(&t, a, at: 0)!
