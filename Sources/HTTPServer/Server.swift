@@ -21,10 +21,10 @@ public struct ServerConfiguration: Sendable {
     /// after the request line, and the answer too (504); also the idle timeout while a response is sent.
     public var requestTimeout: Duration
     /// Connections from one address that may wait for (or trickle) a request head at once (see
-    /// ``PendingTable``); by default a quarter of `maxConnections`.
+    /// ``PendingTable``); by default a quarter of `maxConnections`, at least 8.
     public var maxPendingPerAddress: Int
     /// Connections from all addresses together that may wait for a request head at once; by default half
-    /// of `maxConnections`.
+    /// of `maxConnections`, at least 16.
     public var maxPending: Int
     /// Per-connection memory for headers (libmicrohttpd); headers beyond it get 431.
     public var connectionMemoryLimit: Int
@@ -43,8 +43,8 @@ public struct ServerConfiguration: Sendable {
         self.maxBodySize = maxBodySize
         self.maxConnections = maxConnections
         self.requestTimeout = requestTimeout
-        self.maxPendingPerAddress = max(1, maxPendingPerAddress ?? maxConnections / 4)
-        self.maxPending = max(1, maxPending ?? maxConnections / 2)
+        self.maxPendingPerAddress = max(1, maxPendingPerAddress ?? max(8, maxConnections / 4))
+        self.maxPending = max(1, maxPending ?? max(16, maxConnections / 2))
         self.connectionMemoryLimit = connectionMemoryLimit
         self.pollingThreads = pollingThreads
     }
@@ -379,6 +379,8 @@ final class RequestContext: @unchecked Sendable, Responder {
     var body: [UInt8] = []
     var answered = false
     var sawBody = false
+    /// In the server's registry since the head (a body was awaited).
+    var registered = false
     // Guarded by `lock`:
     private let lock = Mutex<Void>(())
     private var phase: Phase = .receiving
@@ -401,6 +403,7 @@ final class RequestContext: @unchecked Sendable, Responder {
             deadline = receivedAt &+ core.configuration.requestTimeout.nanoseconds
         }
         core.register(self)
+        registered = true
     }
 
     /// Body bytes arrived (so a `100 Continue`, if any, has been sent).
@@ -417,7 +420,7 @@ final class RequestContext: @unchecked Sendable, Responder {
             deadline = receivedAt &+ core.configuration.requestTimeout.nanoseconds
             return true
         }
-        if ok { core.register(self) }
+        if ok && !registered { core.register(self) }
         return ok
     }
 
@@ -668,6 +671,7 @@ enum MHDCallbacks {
         let headSize = core.checksHeadLayout ? Int(mg_mhd_header_size(connection)) : 0
         if headSize > 0, let method, version != nil, ctx.version.hasPrefix("HTTP/1.") {
             ctx.layoutBase = UnsafeRawPointer(method)
+            ctx.fields.reserveCapacity(16)
         }
         MHD_get_connection_values_n(
             connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
@@ -717,7 +721,9 @@ enum MHDCallbacks {
     }
 
     private static func expectsContinue(_ ctx: RequestContext) -> Bool {
-        ctx.headers.values("Expect").contains { $0.lowercased().contains("100-continue") }
+        ctx.headers.contains {
+            $0.name.equalsIgnoringASCIICase("Expect") && $0.value.lowercased().contains("100-continue")
+        }
     }
     static func queue(_ response: HTTPResponse, _ ctx: RequestContext, _ connection: OpaquePointer)
         -> MHD_Result
