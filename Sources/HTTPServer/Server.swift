@@ -424,16 +424,6 @@ final class RequestContext: @unchecked Sendable, Responder {
         return ok
     }
 
-    /// Marks the request as answered by the server itself while it was arriving; false if it was
-    /// already dispatched or cut.
-    func cut() -> Bool {
-        lock.withLock { _ in
-            guard case .receiving = phase else { return false }
-            phase = .cut
-            return true
-        }
-    }
-
     var isCut: Bool {
         lock.withLock { _ in
             if case .cut = phase { return true }
@@ -476,17 +466,15 @@ final class RequestContext: @unchecked Sendable, Responder {
             return
         }
         enum Due {
-            case none, respond
-            case cut(writeAnswer: Bool)
+            case none
+            case respond
+            case receiving
         }
         let due: Due = lock.withLock { _ in
             guard now >= deadline else { return .none }
             switch phase {
             case .dispatched: return .respond
-            case .receiving:
-                phase = .cut
-                // A `100 Continue` that libmicrohttpd may be writing must not interleave with ours.
-                return .cut(writeAnswer: !expectsContinue || bodyArrived)
+            case .receiving: return .receiving
             default: return .none
             }
         }
@@ -494,23 +482,34 @@ final class RequestContext: @unchecked Sendable, Responder {
         case .none: return
         case .respond:
             respond(core.errors(504, "request timed out after \(core.configuration.requestTimeout)", target))
-        case .cut(let writeAnswer):
-            // The body did not arrive in time: 408, written by us (libmicrohttpd queues no response
-            // while it reads a body), and the connection closed.
-            core.unregister(self)
-            let response = core.errors(
-                408, "the request body did not arrive within \(core.configuration.requestTimeout)", target)
-            if let slot, core.answerAndShut(slot, writeAnswer ? response.closingMessage() : nil) {
-                core.observe(self, response)
-            }
+        case .receiving:
+            cutWhileReceiving(
+                408, "the request body did not arrive within \(core.configuration.requestTimeout)")
         }
     }
 
     func abortForShutdown() {
         if let stream {
             stream.abort()
-        } else {
-            respond(core.errors(503, "server is shutting down", target))
+        } else if !respond(core.errors(503, "server is shutting down", target)) {
+            cutWhileReceiving(503, "server is shutting down")
+        }
+    }
+
+    /// Answers a request whose body is still arriving and closes the connection: libmicrohttpd queues no
+    /// response while it reads a body, so the answer is written to the socket here (unless a
+    /// `100 Continue` may still be on its way, which it must not interleave with: then only closed).
+    func cutWhileReceiving(_ status: Int, _ message: String) {
+        let writeAnswer: Bool? = lock.withLock { _ in
+            guard case .receiving = phase else { return nil }
+            phase = .cut
+            return !expectsContinue || bodyArrived
+        }
+        guard let writeAnswer else { return }
+        core.unregister(self)
+        let response = core.errors(status, message, target)
+        if let slot, core.answerAndShut(slot, writeAnswer ? response.closingMessage() : nil) {
+            core.observe(self, response)
         }
     }
 }
@@ -618,16 +617,10 @@ enum MHDCallbacks {
             if !ctx.sawBody { ctx.noteBody() }
             if ctx.body.count + n > core.configuration.maxBodySize {
                 // Only a chunked body gets here (a Content-Length over the limit was refused with the
-                // head). libmicrohttpd queues no response while it reads a body, so the 413 is written
-                // here, at once, and the connection closed.
-                guard ctx.cut() else { return .NO }
-                core.unregister(ctx)
+                // head): answered at once, not after its last chunk.
                 ctx.body = []
-                let response = core.errors(
-                    413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target)
-                if let slot = ctx.slot, core.answerAndShut(slot, response.closingMessage()) {
-                    core.observe(ctx, response)
-                }
+                ctx.cutWhileReceiving(
+                    413, "request body is larger than \(core.configuration.maxBodySize) bytes")
                 return .NO
             }
             if let uploadData {

@@ -457,3 +457,31 @@ def test_slowloris_from_one_address_does_not_starve_another(gateway_factory, fak
     assert max(secs for _, secs in outcomes) < 2, outcomes
     assert attack.closed_by_gateway > 0, "the gateway never closed a slow connection"
     assert healthy(gw)
+
+
+def test_sigterm_during_a_trickling_body_answers_503_and_exits_within_the_grace(gateway_factory, fake_algolia):
+    """A body still arriving when the grace ends is answered (503: under /1/ Algolia's `unavailableStatus`,
+    424) and closed, so the gateway exits at the end of the grace, not a second later."""
+    gw = gateway_factory(
+        deep_merge(algolia_config(fake_algolia.url), {"server": {"requestTimeout": "20s", "shutdownGrace": "1s"}})
+    )
+    gw.expect_exit = True
+    s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+    try:
+        s.sendall(b"POST /1/indexes/i/query HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b'Content-Length: 100\r\n\r\n{"q')
+        time.sleep(0.3)
+        code, secs = gw.terminate()
+        assert code == 0 and secs < 1 + 1.5, f"exit {code} after {secs:.1f}s"
+        got = b""
+        for _ in range(100):
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        assert status_of(got) == 424, got[:300]
+        assert json.loads(body_of(got))["status"] == 424
+    finally:
+        s.close()
