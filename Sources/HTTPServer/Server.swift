@@ -67,8 +67,8 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
 /// responses, body limits, deadlines on every suspension, and graceful shutdown.
 ///
 /// What it enforces before a request reaches the handler (libmicrohttpd 0.9.75 does none of it):
-/// RFC 9112 framing (``RequestFraming``, and for 0.9.x the head layout check of ``HeadLayout``: NUL,
-/// bare CR, obs-fold), answered 400/501 in the API's format and followed by a close; a whole-request
+/// RFC 9112 framing (``RequestFraming``, and for 0.9.x the head layout check of ``HeadLayout``: NUL and
+/// obs-fold), answered 400/501 in the API's format and followed by a close; a whole-request
 /// deadline independent of activity (a head trickling in is closed at `requestTimeout`, a body gets 408);
 /// per-address and total limits on connections still waiting for a head (``PendingTable``); a TLS
 /// ClientHello on the plain port is closed at once; a chunked body is cut with 413 as soon as its running
