@@ -47,7 +47,9 @@ public enum RequestFraming {
         var lengths: [String] = []
         var codings: [String] = []
         for (name, value) in headers {
-            guard isToken(name) else {
+            // One pass over each name's bytes: token syntax, and which of the three fields it is.
+            let kind = withBytes(name, fieldKind)
+            guard kind != .invalid else {
                 return .failure(
                     Refusal(
                         status: 400,
@@ -55,19 +57,19 @@ public enum RequestFraming {
                             "header field name '\(printable(name))' is not a token (no whitespace before the colon)"
                     ))
             }
-            if value.utf8.contains(13) {
+            if withBytes(value, { $0.contains(13) }) {
                 return .failure(
                     Refusal(
                         status: 400,
                         message: "header field '\(printable(name))' contains a bare CR (RFC 9112 §2.2)"))
             }
-            if name.equalsIgnoringASCIICase("Host") {
+            switch kind {
+            case .host:
                 hosts += 1
                 hostValue = value
-            } else if name.equalsIgnoringASCIICase("Content-Length") {
-                lengths.append(value)
-            } else if name.equalsIgnoringASCIICase("Transfer-Encoding") {
-                codings.append(value)
+            case .contentLength: lengths.append(value)
+            case .transferEncoding: codings.append(value)
+            case .other, .invalid: break
             }
         }
         let http10 = version == "HTTP/1.0"
@@ -109,7 +111,7 @@ public enum RequestFraming {
             return .success(.chunked)
         }
         guard let first = lengths.first else { return .success(.none) }
-        guard let n = decimal(first), lengths.allSatisfy({ decimal($0) == n }) else {
+        guard let n = decimal(first), lengths.dropFirst().allSatisfy({ decimal($0) == n }) else {
             return .failure(
                 Refusal(
                     status: 400,
@@ -122,10 +124,8 @@ public enum RequestFraming {
     /// Why a raw request target (as sent on the request line) is refused, or nil: whitespace and control
     /// characters are not allowed in it (RFC 9112 §3.2, RFC 3986).
     public static func targetRefusal(_ target: String) -> String? {
-        for byte in target.utf8 where byte <= 0x20 || byte == 0x7F {
-            return "the request target contains whitespace or a control character"
-        }
-        return nil
+        guard withBytes(target, { $0.contains { $0 <= 0x20 || $0 == 0x7F } }) else { return nil }
+        return "the request target contains whitespace or a control character"
     }
 
     /// A non-negative decimal header value with optional surrounding spaces or tabs (`Content-Length`),
@@ -147,52 +147,92 @@ public enum RequestFraming {
         return digits > 0 ? value : nil
     }
 
+    /// What a field name is, for the checks: one of the three framing fields, another token, or not a
+    /// token at all.
+    enum FieldKind {
+        case host
+        case contentLength
+        case transferEncoding
+        case other
+        case invalid
+    }
+
     /// Whether `name` is an RFC 9110 token (the syntax of a field name): ALPHA, DIGIT and
-    /// ``!#$%&'*+-.^_`|~``, checked per byte against a bit mask (it runs for every field of every request).
-    static func isToken(_ name: String) -> Bool {
-        guard !name.utf8.isEmpty else { return false }
-        for byte in name.utf8 {
-            let mask = byte < 64 ? tokenBytesBelow64 : byte < 128 ? tokenBytesFrom64 : 0
-            if mask & (1 << UInt64(byte & 63)) == 0 { return false }
+    /// ``!#$%&'*+-.^_`|~``.
+    static func isToken(_ name: String) -> Bool { withBytes(name, fieldKind) != .invalid }
+
+    /// The kind of the field named by `bytes`, in one pass (it runs for every field of every request):
+    /// each byte against the token bit masks, then, for the three lengths that matter, an ASCII
+    /// case-insensitive comparison.
+    static func fieldKind(_ bytes: UnsafeBufferPointer<UInt8>) -> FieldKind {
+        guard !bytes.isEmpty else { return .invalid }
+        for byte in bytes {
+            let mask: UInt64 = byte < 64 ? tokenBytesBelow64 : byte < 128 ? tokenBytesFrom64 : 0
+            if mask & (1 << UInt64(byte & 63)) == 0 { return .invalid }
+        }
+        switch bytes.count {
+        case 4: return equalsLowercase(bytes, "host") ? .host : .other
+        case 14: return equalsLowercase(bytes, "content-length") ? .contentLength : .other
+        case 17: return equalsLowercase(bytes, "transfer-encoding") ? .transferEncoding : .other
+        default: return .other
+        }
+    }
+
+    /// Token bytes 0–63 as bits: `!#$%&'*+-.` and the digits.
+    static let tokenBytesBelow64: UInt64 = 0x03FF_6CFA_0000_0000
+    /// Token bytes 64–127 as bits: the letters and `^_`|~`.
+    static let tokenBytesFrom64: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+
+    /// Whether `bytes` (a token) equals `lowercase` ignoring ASCII case.
+    private static func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString)
+        -> Bool
+    {
+        let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard expected.count == bytes.count else { return false }
+        for i in 0..<bytes.count where bytes[i] | 0x20 != expected[i] {
+            // `| 0x20` lowercases letters; the only other byte of these names, '-', has that bit set,
+            // and the one byte that differs from it only there (CR) is not a token.
+            return false
         }
         return true
     }
 
-    /// Token bytes 0–63 as bits: `!#$%&'*+-.` and the digits.
-    static let tokenBytesBelow64: UInt64 = mask("!#$%&'*+-.0123456789", base: 0)
-    /// Token bytes 64–127 as bits: the letters and `^_`|~`.
-    static let tokenBytesFrom64: UInt64 = mask(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZ^_`abcdefghijklmnopqrstuvwxyz|~", base: 64)
-
-    private static func mask(_ chars: String, base: UInt8) -> UInt64 {
-        chars.utf8.reduce(0) { $0 | 1 << UInt64($1 - base) }
+    /// `body` over the UTF-8 bytes of `text` (contiguous for native strings; copied otherwise).
+    @inline(__always)
+    static func withBytes<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let r = text.utf8.withContiguousStorageIfAvailable(body) { return r }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
     /// Whether `value` is `uri-host [ ":" port ]` (RFC 9110 §7.2): a registered name (unreserved,
     /// percent-encoded or sub-delim characters), an IPv4 address, or an IP literal in brackets. Empty is
     /// allowed (a target without an authority).
     static func isValidHost(_ value: String) -> Bool {
-        var bytes = trimmingOWS(value[...]).utf8[...]
-        if bytes.first == UInt8(ascii: "[") {
-            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
-            let literal = bytes[bytes.index(after: bytes.startIndex)..<close]
-            guard !literal.isEmpty, literal.allSatisfy({ isRegNameByte($0) || $0 == UInt8(ascii: ":") })
-            else {
-                return false
+        withBytes(value) { all in
+            var i = 0
+            var end = all.count
+            while i < end, all[i] == 0x20 || all[i] == 0x09 { i += 1 }
+            while end > i, all[end - 1] == 0x20 || all[end - 1] == 0x09 { end -= 1 }
+            if i < end && all[i] == UInt8(ascii: "[") {
+                let open = i
+                i += 1
+                while i < end && all[i] != UInt8(ascii: "]") {
+                    guard isRegNameByte(all[i]) || all[i] == UInt8(ascii: ":") else { return false }
+                    i += 1
+                }
+                guard i < end, i > open + 1 else { return false }
+                i += 1
+            } else {
+                while i < end && all[i] != UInt8(ascii: ":") {
+                    guard isRegNameByte(all[i]) else { return false }
+                    i += 1
+                }
             }
-            bytes = bytes[bytes.index(after: close)...]
-            return bytes.isEmpty || isPort(bytes)
+            // Then nothing, or a port: a colon and digits.
+            guard i < end else { return true }
+            guard all[i] == UInt8(ascii: ":") else { return false }
+            return all[(i + 1)..<end].allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
         }
-        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-            guard isPort(bytes[colon...]) else { return false }
-            bytes = bytes[..<colon]
-        }
-        return bytes.allSatisfy(isRegNameByte)
-    }
-
-    private static func isPort(_ bytes: Substring.UTF8View.SubSequence) -> Bool {
-        guard bytes.first == UInt8(ascii: ":") else { return false }
-        return bytes.dropFirst().allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     private static func isRegNameByte(_ b: UInt8) -> Bool {

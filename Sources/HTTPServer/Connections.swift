@@ -69,11 +69,21 @@ final class ConnectionSlot: @unchecked Sendable {
     /// The server shut the socket down (deadline, limit, or an answer it wrote itself). Guarded by the
     /// table's lock.
     var shut = false
+    /// The pending count of this connection's address, shared by its connections (so that a request
+    /// starting or ending updates it without a lookup). Guarded by the table's lock.
+    var addressPending: PendingCount?
 
     init(fd: Int32, peer: PeerAddress) {
         self.fd = fd
         self.peer = peer
     }
+}
+
+/// How many connections of one address are pending, and how many it has open (the entry goes when
+/// the last one closes). Guarded by the table's lock.
+final class PendingCount: @unchecked Sendable {
+    var pending = 0
+    var open = 0
 }
 
 /// The connections that are still waiting for, or receiving, a request head ("pending": from accept, or
@@ -96,8 +106,12 @@ struct PendingTable {
     let totalLimit: Int
     let slowAfter: UInt64
     let headDeadline: UInt64
-    private(set) var pending: [ObjectIdentifier: ConnectionSlot] = [:]
-    private(set) var perAddress: [PeerAddress: Int] = [:]
+    /// Every open connection (added and removed once per connection; a request starting or ending only
+    /// flips its slot's `pendingSince` and two counters, without hashing).
+    private(set) var open: [ObjectIdentifier: ConnectionSlot] = [:]
+    private var perAddress: [PeerAddress: PendingCount] = [:]
+    /// Pending connections in all.
+    private(set) var pendingCount = 0
 
     init(perAddressLimit: Int, totalLimit: Int, slowAfter: UInt64, headDeadline: UInt64) {
         self.perAddressLimit = max(1, perAddressLimit)
@@ -106,16 +120,19 @@ struct PendingTable {
         self.headDeadline = headDeadline
     }
 
+    /// Pending connections from `peer`.
+    func pending(from peer: PeerAddress) -> Int { perAddress[peer]?.pending ?? 0 }
+
     /// Whether a new connection from `peer` may be accepted at `now`, and the pending connections to
-    /// close to make room for it (already removed from the table and marked `shut`).
+    /// close to make room for it (already marked `shut` and no longer pending).
     mutating func admit(_ peer: PeerAddress, now: UInt64) -> (admit: Bool, close: [ConnectionSlot]) {
         var close: [ConnectionSlot] = []
-        if perAddress[peer, default: 0] >= perAddressLimit {
+        if pending(from: peer) >= perAddressLimit {
             guard let victim = oldestSlow(now: now, of: peer) else { return (false, close) }
             shut(victim)
             close.append(victim)
         }
-        if pending.count >= totalLimit {
+        if pendingCount >= totalLimit {
             guard let victim = oldestSlow(now: now, of: nil) else { return (false, close) }
             shut(victim)
             close.append(victim)
@@ -125,50 +142,58 @@ struct PendingTable {
 
     /// A connection was accepted: it waits for its first request head.
     mutating func opened(_ slot: ConnectionSlot, now: UInt64) {
+        let count: PendingCount
+        if let c = perAddress[slot.peer] {
+            count = c
+        } else {
+            count = PendingCount()
+            perAddress[slot.peer] = count
+        }
+        count.open += 1
+        slot.addressPending = count
+        open[ObjectIdentifier(slot)] = slot
         makePending(slot, now: now)
     }
 
     /// A request head is complete: the connection is no longer pending.
-    mutating func requestStarted(_ slot: ConnectionSlot) {
-        guard slot.pendingSince != nil else { return }
-        remove(slot)
-    }
+    mutating func requestStarted(_ slot: ConnectionSlot) { leavePending(slot) }
 
     /// A response is complete: a kept-alive connection waits for its next request head.
-    mutating func requestEnded(_ slot: ConnectionSlot, now: UInt64) {
-        makePending(slot, now: now)
-    }
+    mutating func requestEnded(_ slot: ConnectionSlot, now: UInt64) { makePending(slot, now: now) }
 
     /// libmicrohttpd closed the connection: its descriptor is no longer ours to touch.
     mutating func closed(_ slot: ConnectionSlot) {
-        if slot.pendingSince != nil { remove(slot) }
+        forget(slot)
         slot.closed = true
     }
 
-    /// Marks `slot` as shut down by the server (it leaves the table).
+    /// Marks `slot` as shut down by the server: it is no longer pending, and never will be again.
     mutating func shut(_ slot: ConnectionSlot) {
-        if slot.pendingSince != nil { remove(slot) }
+        leavePending(slot)
         slot.shut = true
     }
 
     /// The pending connections to close at `now`: those past the head deadline, then the slow ones
-    /// beyond the limits, oldest first (removed from the table and marked `shut`).
+    /// beyond the limits, oldest first (marked `shut` and no longer pending).
     mutating func sweep(now: UInt64) -> [ConnectionSlot] {
+        guard pendingCount > 0 else { return [] }
         var close: [ConnectionSlot] = []
-        for slot in pending.values where age(slot, now) >= headDeadline {
-            close.append(slot)
+        var overAddress = false
+        for slot in open.values where slot.pendingSince != nil {
+            if age(slot, now) >= headDeadline {
+                close.append(slot)
+            } else if let c = slot.addressPending, c.pending > perAddressLimit {
+                overAddress = true
+            }
         }
         for slot in close { shut(slot) }
-        let overTotal = pending.count > totalLimit
-        let overAddress = perAddress.values.contains { $0 > perAddressLimit }
-        guard overTotal || overAddress else { return close }
-        let slowest = pending.values.filter { age($0, now) >= slowAfter }
+        guard pendingCount > totalLimit || overAddress else { return close }
+        let slowest = open.values.filter { $0.pendingSince != nil && age($0, now) >= slowAfter }
             .sorted { $0.pendingSince! < $1.pendingSince! }
-        for slot in slowest {
-            if pending.count > totalLimit || perAddress[slot.peer, default: 0] > perAddressLimit {
-                shut(slot)
-                close.append(slot)
-            }
+        for slot in slowest
+        where pendingCount > totalLimit || (slot.addressPending?.pending ?? 0) > perAddressLimit {
+            shut(slot)
+            close.append(slot)
         }
         return close
     }
@@ -182,10 +207,9 @@ struct PendingTable {
 
     private func oldestSlow(now: UInt64, of peer: PeerAddress?) -> ConnectionSlot? {
         var oldest: ConnectionSlot?
-        for slot in pending.values where peer == nil || slot.peer == peer {
-            let since = slot.pendingSince!
+        for slot in open.values where slot.pendingSince != nil && (peer == nil || slot.peer == peer) {
             guard age(slot, now) >= slowAfter else { continue }
-            if let o = oldest, o.pendingSince! <= since { continue }
+            if let o = oldest, o.pendingSince! <= slot.pendingSince! { continue }
             oldest = slot
         }
         return oldest
@@ -194,17 +218,27 @@ struct PendingTable {
     /// Starts the head clock, unless it already runs (a request that ends before its head was complete,
     /// as when libmicrohttpd answers a malformed head itself, does not restart it).
     private mutating func makePending(_ slot: ConnectionSlot, now: UInt64) {
-        guard !slot.closed, !slot.shut, slot.pendingSince == nil else { return }
-        pending[ObjectIdentifier(slot)] = slot
-        perAddress[slot.peer, default: 0] += 1
+        guard !slot.closed, !slot.shut, slot.pendingSince == nil, let count = slot.addressPending else {
+            return
+        }
         slot.pendingSince = now
+        count.pending += 1
+        pendingCount += 1
     }
 
-    private mutating func remove(_ slot: ConnectionSlot) {
-        guard slot.pendingSince != nil else { return }
+    private mutating func leavePending(_ slot: ConnectionSlot) {
+        guard slot.pendingSince != nil, let count = slot.addressPending else { return }
         slot.pendingSince = nil
-        pending.removeValue(forKey: ObjectIdentifier(slot))
-        let n = perAddress[slot.peer, default: 1] - 1
-        if n > 0 { perAddress[slot.peer] = n } else { perAddress.removeValue(forKey: slot.peer) }
+        count.pending -= 1
+        pendingCount -= 1
+    }
+
+    private mutating func forget(_ slot: ConnectionSlot) {
+        leavePending(slot)
+        guard open.removeValue(forKey: ObjectIdentifier(slot)) != nil, let count = slot.addressPending else {
+            return
+        }
+        count.open -= 1
+        if count.open == 0 { perAddress.removeValue(forKey: slot.peer) }
     }
 }

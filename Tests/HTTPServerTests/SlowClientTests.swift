@@ -27,7 +27,7 @@ import Testing
         #expect(open(&t, a, at: 1) != nil)
         #expect(open(&t, a, at: 2) == nil, "a third pending connection from one address, all young")
         #expect(open(&t, b, at: 3) != nil, "another address has its own budget")
-        #expect(t.perAddress[a] == 2 && t.pending.count == 3)
+        #expect(t.pending(from: a) == 2 && t.pendingCount == 3)
     }
 
     @Test func aNewConnectionClosesTheOldestSlowOneOfItsAddress() {
@@ -37,7 +37,7 @@ import Testing
         let decision = t.admit(a, now: 2 * self.second)
         #expect(decision.admit)
         #expect(decision.close.map(ObjectIdentifier.init) == [ObjectIdentifier(first)])
-        #expect(first.shut && !second.shut && t.perAddress[a] == 1)
+        #expect(first.shut && !second.shut && t.pending(from: a) == 1)
     }
 
     @Test func theTotalLimitClosesTheOldestSlowConnectionOfAnyAddress() {
@@ -63,7 +63,7 @@ import Testing
         var t = table()
         let slot = open(&t, a, at: 0)!
         t.requestStarted(slot)
-        #expect(t.pending.isEmpty && t.perAddress.isEmpty)
+        #expect(t.pendingCount == 0 && t.pending(from: a) == 0)
         #expect(t.sweep(now: 20 * second).isEmpty, "a request's own deadline is not the head's")
         t.requestEnded(slot, now: 20 * second)
         #expect(t.sweep(now: 29 * second).isEmpty)
@@ -85,7 +85,7 @@ import Testing
         let slot = open(&t, a, at: 0)!
         t.closed(slot)
         t.requestEnded(slot, now: 1)
-        #expect(t.pending.isEmpty && t.sweep(now: 100 * second).isEmpty && !slot.shut)
+        #expect(t.pendingCount == 0 && t.sweep(now: 100 * second).isEmpty && !slot.shut)
     }
 
     @Test func keptAliveConnectionsOverTheLimitAreTrimmedOldestFirstOnceSlow() {
@@ -100,11 +100,11 @@ import Testing
         t.opened(extra, now: 0)
         t.requestStarted(extra)
         t.requestEnded(extra, now: 5)
-        #expect(t.perAddress[a] == 3)
+        #expect(t.pending(from: a) == 3)
         #expect(t.sweep(now: second / 2).isEmpty, "not slow yet")
         let trimmed = t.sweep(now: 2 * second)
         #expect(trimmed.count == 1 && trimmed[0] === slots[0])
-        #expect(t.perAddress[a] == 2)
+        #expect(t.pending(from: a) == 2)
     }
 
     @Test func addressesPrintAsIPs() {
