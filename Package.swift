@@ -126,7 +126,8 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore", "HTTPCore"], swiftSettings: strict),
-        .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
+        .testTarget(
+            name: "ODataCoreTests", dependencies: ["ODataCore", "JSONCore", "Storage"], swiftSettings: strict),
         .testTarget(
             name: "ODataGatewayTests",
             dependencies: [

@@ -84,8 +84,7 @@ public struct LocalReadError: Error, Sendable, CustomStringConvertible {
 
     init(_ e: ODataCore.ODataError) {
         self.init(
-            e.kind == .translation ? 501 : 400, e.kind == .translation ? "NotImplemented" : "BadRequest",
-            e.message)
+            e.isNotImplemented ? 501 : 400, e.isNotImplemented ? "NotImplemented" : "BadRequest", e.message)
     }
 }
 
