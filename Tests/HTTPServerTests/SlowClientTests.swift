@@ -136,7 +136,7 @@ import Testing
             if end == lines.last!.start { break }  // the empty line
         }
         let request = lines[0]
-        let versionStart = bytes[request.start..<request.end].lastIndex(of: 32)! + 1
+        _ = bytes[request.start..<request.end].lastIndex(of: 32)!  // the request line has its version
         var fields: [HeadLayout.Field] = []
         for line in lines.dropFirst() where line.end > line.start {
             let colon = bytes[line.start..<line.end].firstIndex(of: 58)!
