@@ -2,17 +2,13 @@ import Foundation
 import GatewaySupport
 import HTTPCore
 import Logging
+import MirrorgateTesting
 import Upstream
 
 @testable import ODataGateway
 
 /// A fresh directory under the temporary directory, named `<prefix>-<UUID>`.
-func makeTemporaryDirectory(_ prefix: String) throws -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+func makeTemporaryDirectory(_ prefix: String) throws -> String { try TemporaryDirectory(prefix).path }
 
 /// A service mounted at `/odata/s/` whose upstream never answers (port 9), mirrored from bootstrap files
 /// written to `dir` (a new temporary directory when nil): `metadata` as `m.xml` and, per entity set, its

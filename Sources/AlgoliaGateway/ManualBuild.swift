@@ -1,8 +1,9 @@
-import AlgoliaGateway
 import Foundation
+import GatewayConfig
 import GatewaySupport
 import HTTPCore
 import JSONCore
+import Logging
 import SearchEngine
 import Synchronization
 
@@ -17,26 +18,18 @@ import Synchronization
 /// when the new version is stored (as a new version of the index store, swapped in atomically) and
 /// installed. `buildDidStart` and `buildDidFinish` (with `objects`, or `error`) are published on the event
 /// bus. At most one manual build per index runs at a time, and none while the index syncs (`409`).
-enum AdminBuild {
-    static let prefix = "/_mirrorgate/algolia/indices/"
+struct ManualBuilds: Sendable {
+    let coordinator: MirrorCoordinator
+    let offline: OfflineIndexRegistry
+    let configuration: MirrorgateConfiguration
+    let events: @Sendable (String, JSON) -> Void
+    let logger: Logger
 
-    /// Whether `path` addresses the build route.
-    static func matches(_ method: String, _ path: Substring) -> Bool {
-        method == "POST" && path.hasPrefix(prefix) && path.hasSuffix("/build")
-            && path.count > prefix.count + "/build".count
-    }
-
-    /// Handles the route (called inline on the polling thread; returns at once).
-    static func handle(router: Router, request: HTTPRequest, out: any Responder) {
-        let path = request.path
-        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/build".count))
-        let target = request.target
-        func fail(_ status: Int, _ message: String) {
-            out.respond(router.errorResponse(status, message, target: target))
-        }
-        let coordinator = router.frontend.mirrors
+    /// Starts a build of `name` from `body` (on the calling thread only the checks; returns at once).
+    func start(_ name: String, body: [UInt8], _ out: any Responder) {
+        func fail(_ status: Int, _ message: String) { out.respond(AlgoliaError.response(status, message)) }
         guard let mirror = coordinator.mirrors[name] else {
-            if router.frontend.offline.lookup(name) != nil {
+            if offline.lookup(name) != nil {
                 fail(
                     400,
                     "\(name) is an offline index: manual builds of offline indices are not supported in this "
@@ -46,7 +39,7 @@ enum AdminBuild {
             }
             return
         }
-        if request.body.count > router.configuration.admin.maxBodySize {
+        if body.count > configuration.admin.maxBodySize {
             fail(413, "request body is larger than admin.maxBodySize")
             return
         }
@@ -60,62 +53,62 @@ enum AdminBuild {
             fail(500, "no index store: the build could not be persisted")
             return
         }
-        let body = request.body
-        let events = router.events
-        let logger = router.logger
-        let configuration = router.configuration
-        let thread = Thread {
-            var built: SearchIndex?
-            defer { mirror.endBuild(built) }
-            let start = ContinuousClock.now
-            let source: Source
-            do throws(BuildError) {
-                source = try parse(body, resolve: { configuration.resolve(path: $0) })
-            } catch {
-                out.respond(router.errorResponse(400, error.description, target: target))
-                return
-            }
-            events.publish("buildDidStart", ["index": .string(name), "source": .string(source.kind)])
-            do {
-                let (settings, synonyms, records) = try source.load()
-                let parsed = ContinuousClock.now
-                var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
-                do {
-                    index = try store.save(index)
-                } catch {
-                    throw BuildError(description: "storing the new version failed: \(error)", status: 500)
-                }
-                built = index
-                let end = ContinuousClock.now
-                let buildMs = Int((end - parsed).seconds * 1000)
-                let durationMs = Int((end - start).seconds * 1000)
-                events.publish(
-                    "buildDidFinish",
-                    [
-                        "index": .string(name), "objects": .int(Int64(index.objectCount)),
-                        "buildMs": .int(Int64(buildMs)), "source": .string(source.kind),
-                    ])
-                logger.info(
-                    "manual build finished",
-                    metadata: ["index": "\(name)", "objects": "\(index.objectCount)", "ms": "\(durationMs)"])
-                let answer: JSON = [
-                    "index": .string(name), "objects": .int(Int64(index.objectCount)),
-                    "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
-                ]
-                out.respond(.json(200, answer.serialized()))
-            } catch let error as BuildError {
-                events.publish(
-                    "buildDidFinish", ["index": .string(name), "error": .string(error.description)])
-                logger.warning("manual build failed", metadata: ["index": "\(name)", "error": "\(error)"])
-                out.respond(router.errorResponse(error.status, error.description, target: target))
-            } catch {
-                let message = "\(error)"
-                events.publish("buildDidFinish", ["index": .string(name), "error": .string(message)])
-                out.respond(router.errorResponse(400, message, target: target))
-            }
+        let thread = Thread { [self] in
+            // Installed (or the claim released) before the answer: a client that searches or builds
+            // again right after it sees the new version, never a 409 of its own build.
+            let (response, built) = run(name, body: body, store: store)
+            mirror.endBuild(built)
+            out.respond(response)
         }
         thread.name = "mg-build-\(name)"
         thread.start()
+    }
+
+    /// Parses, reads, builds and stores; the answer and the stored version (nil when the build failed).
+    private func run(_ name: String, body: [UInt8], store: IndexStore) -> (HTTPResponse, SearchIndex?) {
+        let start = ContinuousClock.now
+        let source: Source
+        do throws(BuildError) {
+            source = try ManualBuilds.parse(body, resolve: { configuration.resolve(path: $0) })
+        } catch {
+            return (AlgoliaError.response(400, error.description), nil)
+        }
+        events("buildDidStart", ["index": .string(name), "source": .string(source.kind)])
+        do {
+            let (settings, synonyms, records) = try source.load()
+            let parsed = ContinuousClock.now
+            var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
+            do {
+                index = try store.save(index)
+            } catch {
+                throw BuildError(description: "storing the new version failed: \(error)", status: 500)
+            }
+            let end = ContinuousClock.now
+            let buildMs = Int((end - parsed).seconds * 1000)
+            let durationMs = Int((end - start).seconds * 1000)
+            events(
+                "buildDidFinish",
+                [
+                    "index": .string(name), "objects": .int(Int64(index.objectCount)),
+                    "buildMs": .int(Int64(buildMs)), "source": .string(source.kind),
+                ])
+            logger.info(
+                "manual build finished",
+                metadata: ["index": "\(name)", "objects": "\(index.objectCount)", "ms": "\(durationMs)"])
+            let answer: JSON = [
+                "index": .string(name), "objects": .int(Int64(index.objectCount)),
+                "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
+            ]
+            return (.json(200, answer.serialized()), index)
+        } catch let error as BuildError {
+            events("buildDidFinish", ["index": .string(name), "error": .string(error.description)])
+            logger.warning("manual build failed", metadata: ["index": "\(name)", "error": "\(error)"])
+            return (AlgoliaError.response(error.status, error.description), nil)
+        } catch {
+            let message = "\(error)"
+            events("buildDidFinish", ["index": .string(name), "error": .string(message)])
+            return (AlgoliaError.response(400, message), nil)
+        }
     }
 
     struct BuildError: Error, CustomStringConvertible {
@@ -138,7 +131,7 @@ enum AdminBuild {
         func load() throws(BuildError) -> (JSON, [JSON], [JSON]) {
             switch self {
             case .inline(let settings, let synonyms, let objects):
-                try AdminBuild.check(objects, what: "objects")
+                try ManualBuilds.check(objects, what: "objects")
                 return (settings, synonyms, objects)
             case .files(let settingsFile, let synonymsFile, let objectFiles):
                 var settings: JSON = .object(JSONObject())
@@ -164,7 +157,7 @@ enum AdminBuild {
                             description:
                                 "\(file): objects must be a JSON array or a browse answer with `hits`")
                     }
-                    try AdminBuild.check(array, what: file)
+                    try ManualBuilds.check(array, what: file)
                     records += array
                 }
                 return (settings, synonyms, records)
@@ -179,12 +172,10 @@ enum AdminBuild {
     }
 
     static func readJSON(_ path: String) throws(BuildError) -> JSON {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw BuildError(description: "cannot read \(path)")
-        }
-        do {
-            return try JSON.parse([UInt8](data))
-        } catch {
+        switch JSONFile.read(path) {
+        case .success(let json): return json
+        case .failure(.unreadable): throw BuildError(description: "cannot read \(path)")
+        case .failure(.invalid(let error)):
             throw BuildError(description: "\(path) is not valid JSON: \(error)")
         }
     }

@@ -1,176 +1,27 @@
 import Foundation
-import GatewaySupport
 import HTTPCore
 import JSONCore
 import SearchEngine
 
-/// A parsed Algolia API route: which index (if any) and which operation.
-public enum AlgoliaRoute: Equatable, Sendable {
-    /// `POST /1/indexes/{i}/query` or `GET /1/indexes/{i}?query=…`
-    case search(index: String)
-    /// `POST /1/indexes/*/queries`
-    case multiQuery
-    /// `POST|GET /1/indexes/{i}/browse`
-    case browse(index: String)
-    /// `GET /1/indexes/{i}/{objectID}`
-    case getObject(index: String, objectID: String)
-    /// `POST /1/indexes/*/objects`
-    case getObjects
-    /// `GET /1/indexes/{i}/settings`
-    case getSettings(index: String)
-    /// `POST /1/indexes/{i}/facets/{facet}/query`
-    case facetSearch(index: String, facet: String)
-    /// `POST /1/indexes/{i}/synonyms/search`
-    case synonymSearch(index: String)
-    /// `GET /1/indexes`
-    case listIndices
-    /// Anything else addressing one index (writes, rules, tasks, …).
-    case otherIndexCall(index: String)
-    /// Anything else under `/1/`.
-    case other
-
-    /// The index this route addresses, if exactly one.
-    public var index: String? {
-        switch self {
-        case .search(let i), .browse(let i), .getSettings(let i), .synonymSearch(let i),
-            .otherIndexCall(let i):
-            return i
-        case .getObject(let i, _), .facetSearch(let i, _): return i
-        case .multiQuery, .getObjects, .listIndices, .other: return nil
-        }
-    }
-
-    /// Parses method and raw path (percent-encoded segments are decoded).
-    public static func parse(method: String, path: Substring) -> AlgoliaRoute {
-        guard path.hasPrefix("/1/indexes") else { return .other }
-        let rest = path.dropFirst("/1/indexes".count)
-        if rest.isEmpty || rest == "/" { return method == "GET" ? .listIndices : .other }
-        guard rest.hasPrefix("/") else { return .other }
-        let parts = rest.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
-            FormCodec.percentDecode($0)
-        }
-        guard let index = parts.first, !index.isEmpty else { return .other }
-        if index == "*" {
-            if parts.count == 2 && method == "POST" {
-                if parts[1] == "queries" { return .multiQuery }
-                if parts[1] == "objects" { return .getObjects }
-            }
-            return .other
-        }
-        switch (method, parts.count) {
-        case ("GET", 1): return .search(index: index)
-        case ("POST", 2) where parts[1] == "query": return .search(index: index)
-        case ("POST", 2) where parts[1] == "browse", ("GET", 2) where parts[1] == "browse":
-            return .browse(index: index)
-        case ("GET", 2) where parts[1] == "settings": return .getSettings(index: index)
-        case ("POST", 4) where parts[1] == "facets" && parts[3] == "query":
-            return .facetSearch(index: index, facet: parts[2])
-        case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "search":
-            return .synonymSearch(index: index)
-        case ("GET", 2) where !["settings", "browse", "task", "rules", "synonyms", "keys"].contains(parts[1]):
-            return .getObject(index: index, objectID: parts[1])
-        default: return .otherIndexCall(index: index)
-        }
-    }
-}
-
-/// Application ID and API key of a request, from headers or (browser clients) query parameters.
-public struct AlgoliaCredentials: Sendable, Equatable {
-    /// `X-Algolia-Application-Id`.
-    public var appId: String?
-    /// `X-Algolia-API-Key`.
-    public var apiKey: String?
-
-    /// Reads both forms; headers win.
-    public init(_ request: HTTPRequest) {
-        appId = request.headers["X-Algolia-Application-Id"]
-        apiKey = request.headers["X-Algolia-API-Key"]
-        if appId == nil || apiKey == nil {
-            for (name, value) in request.queryItems {
-                let lower = name.lowercased()
-                if lower == "x-algolia-application-id" && appId == nil { appId = value }
-                if lower == "x-algolia-api-key" && apiKey == nil { apiKey = value }
-            }
-        }
-    }
-}
-
-/// One index answered locally and who may read it.
-public struct OfflineIndex: Sendable {
-    /// The engine's index; nil when a mirrored index has no offline data yet.
-    public let index: SearchIndex?
-    /// Keys accepted for it; nil accepts any key (ignored when `authorize` is set).
-    public let apiKeys: Set<String>?
-    /// Decides instead of `apiKeys` (mirrored indices: keys the upstream accepted before).
-    public let authorize: (@Sendable (AlgoliaCredentials) -> Bool)?
-
-    /// Creates an entry.
-    public init(
-        index: SearchIndex?, apiKeys: Set<String>?, authorize: (@Sendable (AlgoliaCredentials) -> Bool)? = nil
-    ) {
-        self.index = index
-        self.apiKeys = apiKeys
-        self.authorize = authorize
-    }
-}
-
-/// The restrictions carried by a secured API key: `base64(hex HMAC-SHA256 + "params")`. The HMAC cannot
-/// be checked locally (the parent key is unknown), but a key is only used locally once the upstream has
-/// accepted it, so its parameters are authentic.
-public enum SecuredKey {
-    /// The key's embedded parameters, or nil when `key` is not a secured key.
-    public static func restrictions(_ key: String) -> JSONObject? {
-        guard key.count > 64, let data = Data(base64Encoded: key) ?? Data(base64Encoded: padded(key)) else {
-            return nil
-        }
-        let text = String(decoding: data, as: UTF8.self)
-        let hex = text.prefix(64)
-        guard hex.count == 64, hex.allSatisfy(\.isHexDigit) else { return nil }
-        return JSON.parseAlgoliaParams(String(text.dropFirst(64)))
-    }
-
-    private static func padded(_ s: String) -> String {
-        s + String(repeating: "=", count: (4 - s.count % 4) % 4)
-    }
-
-    /// Whether `index` matches a `restrictIndices` entry (`*` wildcards at either end).
-    static func matches(_ pattern: String, _ index: String) -> Bool {
-        if pattern == "*" { return true }
-        if pattern.hasPrefix("*") && pattern.hasSuffix("*") && pattern.count > 1 {
-            return index.contains(pattern.dropFirst().dropLast())
-        }
-        if pattern.hasPrefix("*") { return index.hasSuffix(pattern.dropFirst()) }
-        if pattern.hasSuffix("*") { return index.hasPrefix(pattern.dropLast()) }
-        return pattern == index
-    }
-}
-
 /// Answers Algolia's read API from local indices with Algolia's shapes and errors. Runs on worker
 /// threads (searching is CPU work). Every answer carries `X-Mirrorgate-Origin: local`.
+///
+/// Promises: an index is read only by a caller that ``ReadAccess`` admits for it (else `403` in Algolia's
+/// format); a secured API key's `filters` are ANDed with the request's and its other parameters win; a
+/// mirrored index without local data answers `424`, never a 5xx.
 public struct LocalAlgolia: Sendable {
-    /// Looks an index up by name.
-    public let lookup: @Sendable (String) -> OfflineIndex?
+    /// The indices answered here.
+    public let catalog: LocalCatalog
+    /// Who may read them.
+    public let access: ReadAccess
 
-    /// Creates the responder over a lookup.
-    public init(lookup: @escaping @Sendable (String) -> OfflineIndex?) { self.lookup = lookup }
-
-    /// Whether `route` is answered here (it addresses local indices only).
-    public func handles(_ route: AlgoliaRoute, body: [UInt8]) -> Bool {
-        if let name = route.index { return lookup(name) != nil }
-        switch route {
-        case .multiQuery, .getObjects:
-            let names = Self.indexNames(in: body)
-            return !names.isEmpty && names.allSatisfy { lookup($0) != nil }
-        default: return false
-        }
+    /// Creates the responder over `catalog`, admitting callers by `access`.
+    public init(catalog: LocalCatalog, access: ReadAccess) {
+        self.catalog = catalog
+        self.access = access
     }
 
-    static func indexNames(in body: [UInt8]) -> [String] {
-        guard let json = try? JSON.parse(body), let requests = json["requests"]?.arrayValue else { return [] }
-        return requests.compactMap { $0["indexName"]?.stringValue }
-    }
-
-    /// Answers `request` (whose route `handles` accepted).
+    /// Answers `request`, whose route addresses indices of the catalog.
     public func answer(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
         var response = compute(request, route: route)
         response.headers.set(MirrorgateHeader.origin, "local")
@@ -245,17 +96,12 @@ public struct LocalAlgolia: Sendable {
     private func ok(_ json: JSON) -> HTTPResponse { .json(200, "").withBody(json.serializedBytes()) }
 
     private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> Authorized {
-        guard let idx = lookup(name) else {
+        guard let idx = catalog.lookup(name) else {
             throw SearchError(status: 404, message: "Index \(name) does not exist")
         }
-        guard let key = credentials.apiKey, credentials.appId != nil, !key.isEmpty else {
-            throw SearchError(status: 403, message: "Invalid Application-ID or API key")
-        }
-        if let authorize = idx.authorize {
-            guard authorize(credentials) else {
-                throw SearchError(status: 403, message: "Invalid Application-ID or API key")
-            }
-        } else if let keys = idx.apiKeys, !keys.contains(key) {
+        guard let key = credentials.apiKey, credentials.appId != nil, !key.isEmpty,
+            access.admits(credentials, to: name, idx.access)
+        else {
             throw SearchError(status: 403, message: "Invalid Application-ID or API key")
         }
         var restrictions = SecuredKey.restrictions(key) ?? JSONObject()
