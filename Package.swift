@@ -70,11 +70,19 @@ let package = Package(
         .target(
             name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strict),
+        // Replication policies: the one scheduler of every sync, upload and download (below both APIs).
+        .target(
+            name: "Replication",
+            dependencies: [
+                "GatewaySupport", "GatewayConfig", "Storage", "JSONCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
         .target(
             name: "AlgoliaGateway",
             dependencies: [
                 "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "SearchEngine",
-                "GatewayConfig",
+                "GatewayConfig", "Replication",
                 "JSONCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -85,7 +93,7 @@ let package = Package(
             name: "ODataGateway",
             dependencies: [
                 "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
-                "ODataCore",
+                "ODataCore", "Replication",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -96,7 +104,7 @@ let package = Package(
             name: "Mirrorgate",
             dependencies: [
                 "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
-                "AlgoliaGateway", "ODataGateway", "JSONCore", "SearchEngine",
+                "AlgoliaGateway", "ODataGateway", "JSONCore", "SearchEngine", "Replication", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -154,6 +162,10 @@ let package = Package(
             name: "SearchEngineTests", dependencies: ["SearchEngine", "JSONCore", "MirrorgateTesting"],
             swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "ReplicationTests",
+            dependencies: ["Replication", "GatewayConfig", "GatewaySupport", "JSONCore", "Storage"],
+            swiftSettings: strict),
         .testTarget(
             name: "MirrorgateTests",
             dependencies: ["Mirrorgate", "MirrorgateTesting", "AlgoliaGateway", "GatewayConfig", "JSONCore"],

@@ -3,6 +3,7 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import Replication
 import SearchEngine
 import Storage
 import Upstream
@@ -27,15 +28,18 @@ public final class AlgoliaService: Sendable {
     public let coordinator: MirrorCoordinator
     /// The keys the upstream accepted.
     public let keys: KeyMemory
+    /// The scheduler of the mirrors' syncs (shared with the OData services).
+    public let replication: ReplicationScheduler
     private let strategies: RequestStrategies
     private let builds: ManualBuilds
 
     /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
     /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
-    /// and the sync state; `events` receives the admin API's events.
+    /// and the sync state; `events` receives the admin API's events; `replication` schedules the syncs.
     public convenience init(
         configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient, store: IndexStore?,
-        state: DatabasePool?, events: @escaping @Sendable (String, JSON) -> Void
+        state: DatabasePool?, replication: ReplicationScheduler,
+        events: @escaping @Sendable (String, JSON) -> Void
     ) throws(AlgoliaSetupError) {
         let a = configuration.algolia
         var forwarder: AlgoliaForwarder?
@@ -49,14 +53,15 @@ public final class AlgoliaService: Sendable {
         try self.init(
             configuration: configuration, upstream: forwarder,
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
-            pool: WorkerPool(threads: 4, name: "mg-local"), events: events)
+            pool: WorkerPool(threads: 4, name: "mg-local"), replication: replication, events: events)
     }
 
-    /// The service over any upstream (tests script one); `fetcher` nil disables syncs. `logger` gets the
-    /// index and build events, `syncLogger` the syncs'.
+    /// The service over any upstream (tests script one); `fetcher` nil disables syncs. Each mirrored index
+    /// is registered with `replication` (a scheduler of its own, not started, when nil: syncs then run
+    /// only when asked). `logger` gets the index and build events, `syncLogger` the syncs'.
     public init(
         configuration: MirrorgateConfiguration, upstream: (any AlgoliaUpstream)?, fetcher: MirrorFetcher?,
-        store: IndexStore?, state: DatabasePool?, pool: WorkerPool,
+        store: IndexStore?, state: DatabasePool?, pool: WorkerPool, replication: ReplicationScheduler? = nil,
         events: @escaping @Sendable (String, JSON) -> Void,
         logger: Logger = Logger(label: "mirrorgate.algolia"),
         syncLogger: Logger = Logger(label: "mirrorgate.sync")
@@ -80,6 +85,16 @@ public final class AlgoliaService: Sendable {
         } catch {
             throw AlgoliaSetupError(description: "cannot prepare the mirrored indices: \(error)")
         }
+        let replication =
+            replication ?? ReplicationScheduler(policies: configuration.policies, store: nil, events: events)
+        self.replication = replication
+        for job in coordinator.replicationJobs(configuration: configuration) { replication.register(job) }
+        if let upstream {
+            let ids = coordinator.mirrors.keys.map { "algolia:\($0)" }
+            upstream.reachability.onChange { up in
+                for id in ids { replication.reachabilityChanged(id, reachable: up) }
+            }
+        }
         catalog = LocalCatalog(offline: offline, mirrors: coordinator.mirrors)
         let local = LocalAlgolia(
             catalog: catalog,
@@ -95,14 +110,8 @@ public final class AlgoliaService: Sendable {
             logger: logger)
     }
 
-    /// Starts background work (the sync scheduler); call once the server listens.
-    public func start() { coordinator.start() }
-
-    /// Stops the sync scheduler and the upstream's probe (at shutdown).
-    public func stop() {
-        coordinator.stop()
-        upstream?.reachability.stop()
-    }
+    /// Stops the upstream's probe (at shutdown; the replication scheduler is stopped by its owner).
+    public func stop() { upstream?.reachability.stop() }
 
     /// Answers a request under `/1/` (CORS and the path check are the caller's).
     public func handle(_ request: HTTPRequest, _ out: any Responder) {
@@ -137,7 +146,11 @@ public final class AlgoliaService: Sendable {
     public func indexStatus() -> JSON {
         var indices = JSONObject()
         for (name, mirror) in coordinator.mirrors.sorted(by: { $0.key < $1.key }) {
-            indices[name] = mirror.status()
+            var o = mirror.status().objectValue ?? JSONObject()
+            let replication = self.replication.status("algolia:\(name)")
+            o["nextSyncAt"] = replication?["nextRunAt"] ?? .null
+            o["replication"] = replication ?? .null
+            indices[name] = .object(o)
         }
         for name in catalog.offline.names {
             let count = catalog.offline.lookup(name)?.index?.objectCount ?? 0
@@ -158,12 +171,40 @@ public final class AlgoliaService: Sendable {
         case started
     }
 
-    /// Starts a sync of the mirrored index `name` (`POST /_mirrorgate/algolia/indices/{i}/sync`).
+    /// Starts a sync of the mirrored index `name` (`POST /_mirrorgate/algolia/indices/{i}/sync`): a
+    /// manual run of its replication (no window, condition, pause or budget applies).
     public func sync(
         _ name: String, completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)?
     ) -> SyncLaunch {
         guard let mirror = coordinator.mirrors[name] else { return .unknownIndex }
-        return coordinator.launch(mirror, completion: completion) ? .started : .alreadyRunning
+        if mirror.isSyncing { return .alreadyRunning }
+        let id = "algolia:\(name)"
+        if !replication.jobIDs.contains(id) {
+            // No job: the gateway cannot sync (no appId, apiKey or hosts); the run says why.
+            let outcome = coordinator.run(mirror, .unscheduled())
+            if case .failed(let message) = outcome { completion?(.failure(SyncError(description: message))) }
+            return .started
+        }
+        let result = replication.trigger(id) { outcome in
+            switch outcome {
+            case .completed:
+                let stats =
+                    mirror.lastStats ?? SyncStats(objects: 0, pages: 0, fetchMs: 0, buildMs: 0, durationMs: 0)
+                completion?(.success(stats))
+            case .failed(let message): completion?(.failure(SyncError(description: message)))
+            case .stopped(let details):
+                completion?(
+                    .failure(
+                        SyncError(description: details["message"]?.stringValue ?? "stopped", stopped: true)))
+            case .busy:
+                completion?(.failure(SyncError(description: "a sync or build of \(name) is already running")))
+            }
+        }
+        switch result {
+        case .started: return .started
+        case .alreadyRunning: return .alreadyRunning
+        case .unknown: return .unknownIndex
+        }
     }
 
     /// A manual build of the mirrored index `name` from an admin request's body

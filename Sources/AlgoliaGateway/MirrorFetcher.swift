@@ -71,9 +71,11 @@ public struct MirrorFetcher: Sendable {
     }
 
     /// Fetches everything for `settings.name`; `progress` is called after each page with the object count.
+    /// `shouldStop` is asked after each stored page: when it says so, the fetch throws a ``SyncError``
+    /// with `stopped` set and the next fetch resumes from that page (with `checkpoints`).
     public func fetch(
         _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)? = nil,
-        progress: (Int) -> Void = { _ in }
+        progress: (Int) -> Void = { _ in }, shouldStop: () -> Bool = { false }
     ) throws(SyncError) -> (settings: JSON, synonyms: [JSON], records: [JSON], pages: Int) {
         let name = FormCodec.percentEncode(settings.name)
         let indexSettings = try call("GET", "/1/indexes/\(name)/settings?getVersion=1", body: nil)
@@ -120,7 +122,8 @@ public struct MirrorFetcher: Sendable {
                     if resumedCursor && !error.description.hasPrefix("upstream unavailable") {
                         // The stored cursor is no longer valid: start over cleanly.
                         checkpoints?.clear(settings.settingsKey)
-                        return try fetch(settings, checkpoints: checkpoints, progress: progress)
+                        return try fetch(
+                            settings, checkpoints: checkpoints, progress: progress, shouldStop: shouldStop)
                     }
                     throw error
                 }
@@ -143,6 +146,10 @@ public struct MirrorFetcher: Sendable {
                         fetched: more ? fetched : 0, pages: pages),
                     page: hits)
                 guard more, let cursor else { break }
+                if shouldStop() {
+                    throw SyncError(
+                        description: "stopped after \(pages) pages (\(records.count) objects)", stopped: true)
+                }
                 body = ["cursor": .string(cursor)]
             }
         }

@@ -11,8 +11,6 @@ extension MirrorgateConfiguration {
         "odata.services.*.enableRequestQueueOptimization": "request queue optimization is not implemented",
         "odata.services.*.enableUndoLocalCreation": "undoing a local creation is not implemented",
         "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
-        "policies.*.window": "sync windows are not implemented",
-        "policies.*.maxRunDuration": "run budgets are not implemented",
     ]
 
     /// Reads and validates the YAML file at `path`; relative files inside resolve against its directory.

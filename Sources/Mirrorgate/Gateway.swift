@@ -7,6 +7,7 @@ import HTTPServer
 import JSONCore
 import Logging
 import ODataGateway
+import Replication
 import SearchEngine
 import Storage
 import Upstream
@@ -30,6 +31,7 @@ public final class Gateway: Sendable {
     let loop: CurlLoop
     let store: IndexStore?
     let state: DatabasePool
+    let replication: ReplicationScheduler
     let logger: Logger
 
     /// Starts serving. Creates `dataDir` (mode 0700) if needed.
@@ -46,30 +48,40 @@ public final class Gateway: Sendable {
         } catch {
             throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
         }
-        var services: [ODataService] = []
         let events = EventBus()
-        let odataPool = WorkerPool(threads: 2, name: "mg-odata")
-        for name in configuration.odata.services.keys.sorted() {
-            services.append(
-                try ODataAssembly.make(
-                    name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
-                    events: { events.publish($0, $1) }))
-        }
-        services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let store: IndexStore?
         let state: DatabasePool
+        let schedules: ReplicationStore
         do {
             let needsStore =
                 !configuration.algolia.offlineIndices.isEmpty
                 || configuration.algolia.indices.values.contains { $0.mirrored }
             store = needsStore ? try IndexStore(directory: configuration.dataDir) : nil
             state = try DatabasePool(path: configuration.dataDir + "/state.sqlite", readers: 1)
+            schedules = try ReplicationStore(pool: state)
         } catch {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")
         }
         self.store = store
         self.state = state
+        let replicationMetrics = ReplicationMetrics()
+        let replication = ReplicationScheduler(
+            policies: configuration.policies, store: schedules, conditions: CommandCondition(),
+            events: { name, data in
+                replicationMetrics.observe(name, data)
+                events.publish(name, data)
+            })
+        self.replication = replication
+        var services: [ODataService] = []
+        let odataPool = WorkerPool(threads: 2, name: "mg-odata")
+        for name in configuration.odata.services.keys.sorted() {
+            services.append(
+                try ODataAssembly.make(
+                    name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
+                    replication: replication, events: { events.publish($0, $1) }))
+        }
+        services.sort { $0.settings.mount.count > $1.settings.mount.count }
         for s in services {
             s.reachability.onChange { up in
                 events.publish(
@@ -81,13 +93,13 @@ public final class Gateway: Sendable {
         do {
             algolia = try AlgoliaService(
                 configuration: configuration, loop: loop, client: client, store: store, state: state,
-                events: { events.publish($0, $1) })
+                replication: replication, events: { events.publish($0, $1) })
         } catch {
             throw GatewayStartError(description: error.description)
         }
         let router = Router(
-            configuration: configuration, algolia: algolia, odata: services, events: events,
-            metrics: metrics, logger: logger)
+            configuration: configuration, algolia: algolia, odata: services, replication: replication,
+            replicationMetrics: replicationMetrics, events: events, metrics: metrics, logger: logger)
         self.router = router
         self.loop = loop
         let serverConfig = ServerConfiguration(
@@ -115,8 +127,8 @@ public final class Gateway: Sendable {
             }, logger: Logger(label: "mirrorgate.http"))
     }
 
-    /// Starts background work (the sync scheduler) once the server listens.
-    public func startBackground() { router.algolia.start() }
+    /// Starts background work (the replication scheduler) once the server listens.
+    public func startBackground() { replication.start() }
 
     /// The port actually bound.
     public var port: UInt16 { server.port }
@@ -124,6 +136,7 @@ public final class Gateway: Sendable {
     /// Stops accepting, lets in-flight requests finish within `server.shutdownGrace`, then closes the rest.
     public func shutdown() {
         server.shutdown(grace: configuration.server.shutdownGrace)
+        replication.stop()
         router.stop()
         loop.stop()
         if let store { try? store.pool.checkpoint() }

@@ -6,6 +6,7 @@ import HTTPCore
 import JSONCore
 import Logging
 import ODataGateway
+import Replication
 import Upstream
 
 /// Routes each request: CORS preflights, the admin API, `/metrics`, `/1/` to Algolia, OData mounts to
@@ -15,6 +16,8 @@ final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaService
     let odata: [ODataService]
+    let replication: ReplicationScheduler
+    let replicationMetrics: ReplicationMetrics
     let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
@@ -23,10 +26,13 @@ final class Router: HTTPHandler {
 
     init(
         configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataService],
-        events: EventBus, metrics: GatewayMetrics, logger: Logger
+        replication: ReplicationScheduler, replicationMetrics: ReplicationMetrics, events: EventBus,
+        metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.algolia = algolia
+        self.replication = replication
+        self.replicationMetrics = replicationMetrics
         self.events = events
         self.odata = odata
         self.metrics = metrics
@@ -123,6 +129,7 @@ final class Router: HTTPHandler {
             admin(request, out)
         case .metrics:
             updateODataMetrics()
+            replicationMetrics.update(replication)
             out.respond(
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
@@ -183,6 +190,8 @@ final class Router: HTTPHandler {
             algolia.build(Self.indexName(path, before: "/build"), body: request.body, out)
         case (_, _) where path.hasPrefix("/_mirrorgate/odata/"):
             odataAdmin(request, out)
+        case (_, _) where path.hasPrefix("/_mirrorgate/policies/"):
+            policyAdmin(request, out)
         case ("POST", _) where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/sync"):
             sync(
                 Self.indexName(path, before: "/sync"), wait: request.queryValue("wait") == "true",
@@ -230,6 +239,7 @@ final class Router: HTTPHandler {
         result["upstreams"] = .object(upstreams)
         result["algolia"] = ["indices": algolia.indexStatus()]
         result["odata"] = odataStatus()
+        result["policies"] = replication.policiesStatus()
         return .object(result)
     }
 

@@ -25,14 +25,14 @@ struct DownloadState: ExclusiveRunState {
     var running = false
     var lastError: String?
     var lastDurationMs: Int?
-    var nextSyncAt: Date?
 }
 
 /// The downloader: fills the mirror from the upstream — `$metadata` (byte-identical), then each defining
-/// request with its pages (`@odata.nextLink`/`__next`) ingested into rows and link records and stored
-/// atomically per request (``ODataMirror/replace(request:query:rows:links:queuedChanges:)``), or the
-/// bootstrap files when the upstream never answered; single entities fetched back for a forwarded write
-/// or a revert.
+/// request with its pages (`@odata.nextLink`/`__next`), each page staged in ``DownloadCheckpoints`` as it
+/// arrives (so that a download stopped at its run's budget, or killed, resumes from its last request and
+/// page), and, once all are fetched, ingested into rows and link records and stored in one transaction
+/// (``ODataMirror/replace(_:queuedChanges:)``); or the bootstrap files when the upstream never answered;
+/// single entities fetched back for a forwarded write or a revert.
 ///
 /// Promises: at most one download runs at a time, on a thread of its own; a download never overwrites
 /// local changes that wait in the queue (it fails and is retried after the upload); every upstream
@@ -55,35 +55,71 @@ final class ODataDownloader: ODataServicePart {
     public func download(completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)?) -> Bool {
         guard state.withLock({ $0.claim() }) else { return false }
         startThread(named: "mg-odata-download") { [self] in
-            let begin = Date()
             let result: Result<ODataDownloadStats, MirrorError>
-            do {
-                var stats = try runDownload()
-                stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
-                result = .success(stats)
-            } catch let e as MirrorError {
-                result = .failure(e)
-            } catch {
-                result = .failure(MirrorError("\(error)"))
+            switch claimedDownload(shouldStop: { false }, progress: { _, _ in }) {
+            case .done(let stats): result = .success(stats)
+            case .failed(let error): result = .failure(error)
+            case .stopped: result = .failure(MirrorError("the download stopped"))
             }
-            state.withLock { s in
-                s.running = false
-                switch result {
-                case .success(let st):
-                    s.lastError = nil
-                    s.lastDurationMs = st.durationMs
-                case .failure(let e): s.lastError = e.description
-                }
-            }
-            if case .failure(let e) = result {
-                logger.warning(
-                    "odata download failed",
-                    metadata: ["service": "\(settings.name)", "error": "\(e)"])
-            }
-            for l in listeners.withLock({ $0 }) { l(result) }
             completion?(result)
         }
         return true
+    }
+
+    /// How a download ended.
+    enum Outcome {
+        /// Every defining request is stored.
+        case done(ODataDownloadStats)
+        /// `shouldStop` said so after `pages` pages; the next download resumes there.
+        case stopped(pages: Int)
+        /// It failed (the staged pages are kept when the next download may continue them).
+        case failed(MirrorError)
+    }
+
+    /// The pull of a replication run (blocking): resumes a stopped download, asks `shouldStop` after each
+    /// stored page, reports each page to `progress` (the defining request, pages so far). Nil when a
+    /// download is already running.
+    func pull(shouldStop: @escaping () -> Bool, progress: @escaping (String, Int) -> Void) -> Outcome? {
+        guard state.withLock({ $0.claim() }) else { return nil }
+        return claimedDownload(shouldStop: shouldStop, progress: progress)
+    }
+
+    /// One download whose claim is held; releases it and tells the listeners (not for a stopped one).
+    private func claimedDownload(shouldStop: () -> Bool, progress: (String, Int) -> Void) -> Outcome {
+        let begin = Date()
+        var outcome: Outcome
+        do {
+            outcome = try runDownload(shouldStop: shouldStop, progress: progress)
+        } catch let e as MirrorError {
+            outcome = .failed(e)
+        } catch {
+            outcome = .failed(MirrorError("\(error)"))
+        }
+        if case .done(var stats) = outcome {
+            stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
+            outcome = .done(stats)
+        }
+        state.withLock { s in
+            s.running = false
+            switch outcome {
+            case .done(let st):
+                s.lastError = nil
+                s.lastDurationMs = st.durationMs
+            case .failed(let e): s.lastError = e.description
+            case .stopped: break
+            }
+        }
+        let result: Result<ODataDownloadStats, MirrorError>
+        switch outcome {
+        case .done(let stats): result = .success(stats)
+        case .failed(let e):
+            logger.warning(
+                "odata download failed", metadata: ["service": "\(settings.name)", "error": "\(e)"])
+            result = .failure(e)
+        case .stopped: return outcome
+        }
+        for l in listeners.withLock({ $0 }) { l(result) }
+        return outcome
     }
 
     func upstreamGET(
@@ -107,7 +143,9 @@ final class ODataDownloader: ODataServicePart {
         }
     }
 
-    func runDownload() throws -> ODataDownloadStats {
+    func runDownload(shouldStop: () -> Bool = { false }, progress: (String, Int) -> Void = { _, _ in })
+        throws -> Outcome
+    {
         let s = settings
         let queued = queue.count
         if queued > 0, mirror.lastDownloadAt != nil {
@@ -132,20 +170,88 @@ final class ODataDownloader: ODataServicePart {
                 try mirror.install(metadata: [UInt8](bytes))
             }
             if mirror.lastDownloadAt == nil, !mirrorSettings.bootstrapData.isEmpty {
-                return try loadBootstrap()
+                return .done(try loadBootstrap())
             }
             throw metadataError
         }
-        var total: [String: Int] = [:]
-        for request in mirrorSettings.definingRequests {
-            let (rows, links) = try fetchDefiningRequest(request)
-            let stored = try mirror.replace(
-                request: request.name, query: request.query, rows: rows, links: links,
-                queuedChanges: ODataRequestQueue.hasQueued)
-            for (k, v) in stored { total[k, default: 0] += v }
+        guard let model = mirror.model else { throw MirrorError("no $metadata") }
+        let requests = mirrorSettings.definingRequests
+        // Resume a download of the same $metadata and defining requests; else start over.
+        let fingerprint = DownloadCheckpoints.fingerprint(
+            metadata: model.metadata, requests: requests.map { ($0.name, $0.query) })
+        var position: DownloadCheckpoints.Position
+        if let saved = context.checkpoints.position(), saved.fingerprint == fingerprint {
+            position = saved
+        } else {
+            try context.checkpoints.start(fingerprint)
+            position = .init(fingerprint: fingerprint, request: 0, next: nil, pages: 0)
         }
-        if !mirrorSettings.definingRequests.isEmpty { try mirror.dropBootstrap() }
-        return ODataDownloadStats(entitySets: total, durationMs: 0)
+        while position.request < requests.count {
+            let request = requests[position.request]
+            var url = position.next ?? (s.upstream + Self.encodeQuery(request.query))
+            while true {
+                guard position.pages <= 100_000 else {
+                    context.checkpoints.clear()
+                    throw MirrorError("defining request \(request.name): too many pages")
+                }
+                let r = try upstreamGET(url)
+                guard r.status == 200 else {
+                    if position.next != nil, r.status >= 400, r.status < 500 {
+                        // The stored next link expired: the next download starts over.
+                        context.checkpoints.clear()
+                    }
+                    throw MirrorError(
+                        "defining request \(request.name) answered \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))"
+                    )
+                }
+                let body: RawJSON
+                do { body = try RawJSON.parse(r.body) } catch {
+                    throw MirrorError("defining request \(request.name): \(error)")
+                }
+                var next = Self.entities(in: body).next
+                if let n = next, !n.isEmpty {
+                    next = n.hasPrefix("http://") || n.hasPrefix("https://") ? n : s.upstream + n
+                } else {
+                    next = nil
+                }
+                position = try context.checkpoints.save(page: r.body, at: position, next: next)
+                progress(request.name, position.pages)
+                guard let next else { break }
+                if shouldStop() { return .stopped(pages: position.pages) }
+                url = next
+            }
+            if position.request < requests.count, shouldStop() { return .stopped(pages: position.pages) }
+        }
+        // Every page is staged: the whole download replaces the previous one in one transaction.
+        var replacements: [ODataMirror.Replacement] = []
+        for (i, request) in requests.enumerated() {
+            let (set, type) = try target(of: request, model)
+            var rows: [String: [MirrorEntity]] = [set: []]
+            var links: [MirrorLinkRecord] = []
+            for page in try context.checkpoints.pages(request: i) {
+                let body: RawJSON
+                do { body = try RawJSON.parse(page) } catch {
+                    throw MirrorError("defining request \(request.name): \(error)")
+                }
+                for item in Self.entities(in: body).items {
+                    if let members = item.members {
+                        Self.ingest(members, set: set, type: type, model: model, into: &rows, links: &links)
+                    }
+                }
+            }
+            replacements.append(.init(request: request.name, query: request.query, rows: rows, links: links))
+        }
+        let total: [String: Int]
+        do {
+            total = try mirror.replace(replacements, queuedChanges: ODataRequestQueue.hasQueued)
+        } catch {
+            // Local changes came in: after their upload the server's data is downloaded anew.
+            context.checkpoints.clear()
+            throw error
+        }
+        context.checkpoints.clear()
+        if !requests.isEmpty { try mirror.dropBootstrap() }
+        return .done(ODataDownloadStats(entitySets: total, durationMs: 0))
     }
 
     /// Loads `bootstrap.data` files (each a V4 `{"value":[…]}`, a V2 `{"d":{"results":[…]}}` or a bare array).
@@ -173,60 +279,24 @@ final class ODataDownloader: ODataServicePart {
         return ODataDownloadStats(entitySets: total, durationMs: 0)
     }
 
-    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> (
-        [String: [MirrorEntity]], [MirrorLinkRecord]
+    /// The entity set and type a defining request reads.
+    func target(of request: ODataMirrorSettings.DefiningRequest, _ m: MirrorModel) throws -> (
+        set: String, type: String
     ) {
-        guard let m = mirror.model else { throw MirrorError("no $metadata") }
-        let s = settings
         var pathPart = Substring(request.query)
         if let qi = pathPart.firstIndex(of: "?") { pathPart = pathPart[..<qi] }
         let path: ODataResourcePath
         do { path = try ODataResourcePath.parse(String(pathPart), model: m.model) } catch {
             throw MirrorError("defining request \(request.name): \(error)")
         }
-        let type: String
-        let set: String
         switch path.target {
         case .entityCollection(let t, let st), .entity(let t, let st):
-            type = t
             guard let name = st ?? m.layouts.values.first(where: { $0.entityType == t })?.set.name else {
                 throw MirrorError("defining request \(request.name): no entity set for \(t)")
             }
-            set = name
+            return (name, t)
         default: throw MirrorError("defining request \(request.name) does not read entities")
         }
-        var rows: [String: [MirrorEntity]] = [set: []]
-        var links: [MirrorLinkRecord] = []
-        var url: String? = s.upstream + Self.encodeQuery(request.query)
-        var pages = 0
-        while let current = url {
-            pages += 1
-            guard pages <= 100_000 else {
-                throw MirrorError("defining request \(request.name): too many pages")
-            }
-            let r = try upstreamGET(current)
-            guard r.status == 200 else {
-                throw MirrorError(
-                    "defining request \(request.name) answered \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))"
-                )
-            }
-            let body: RawJSON
-            do { body = try RawJSON.parse(r.body) } catch {
-                throw MirrorError("defining request \(request.name): \(error)")
-            }
-            let (items, next) = Self.entities(in: body)
-            for item in items {
-                if let members = item.members {
-                    Self.ingest(members, set: set, type: type, model: m, into: &rows, links: &links)
-                }
-            }
-            if let next, !next.isEmpty {
-                url = next.hasPrefix("http://") || next.hasPrefix("https://") ? next : s.upstream + next
-            } else {
-                url = nil
-            }
-        }
-        return (rows, links)
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
@@ -260,56 +330,6 @@ enum FetchedEntity {
     case found(MirrorEntity)
     case gone
     case unknown
-}
-
-/// The download scheduler: a download at start when the mirror was never downloaded (an upload when
-/// changes were queued before a restart), then every `interval` (an upload first while changes wait),
-/// and an upload whenever the upstream becomes reachable again (the upload downloads when it leaves the
-/// queue empty).
-final class ODataDownloadScheduler: ODataServicePart {
-    let downloader: ODataDownloader
-    let uploader: ODataUploader
-    let interval: Duration
-    let stopSignal: StopSignal
-
-    init(downloader: ODataDownloader, uploader: ODataUploader, interval: Duration, stopSignal: StopSignal) {
-        self.downloader = downloader
-        self.uploader = uploader
-        self.interval = interval
-        self.stopSignal = stopSignal
-    }
-
-    var context: ODataServiceContext { downloader.context }
-
-    /// Starts the scheduler thread and the reachability trigger.
-    func start() {
-        reachability.onChange { [self] up in
-            // Upload first; the upload starts the download when it leaves the queue empty.
-            if up { uploader.upload(completion: nil) }
-        }
-        startThread(named: "mg-odata-\(downloader.settings.name)") { [self] in run() }
-    }
-
-    private func run() {
-        if mirror.lastDownloadAt == nil {
-            _ = downloader.download(completion: nil)
-        } else if queue.count > 0 {
-            // Changes queued before a restart: upload them (the upload then downloads).
-            uploader.upload(completion: nil)
-        }
-        while true {
-            let interval = self.interval
-            downloader.state.withLock { $0.nextSyncAt = Date().addingTimeInterval(interval.seconds) }
-            if !stopSignal.sleep(for: max(interval, .seconds(1))) { return }
-            if reachability.isReachable {
-                if queue.count > 0 {
-                    uploader.upload(completion: nil)
-                } else {
-                    _ = downloader.download(completion: nil)
-                }
-            }
-        }
-    }
 }
 
 /// A run of which at most one goes on at a time (a download, an upload).

@@ -10,7 +10,7 @@ import Synchronization
 /// referential constraints (the links `$expand` showed, see ``MirrorLinkNavigation``), the scope of each
 /// defining request, and the time of the last download.
 ///
-/// Promises: a defining request's rows and links are replaced in one transaction (readers see the old rows or the
+/// Promises: a download's rows and links are replaced in one transaction (readers see the old rows or the
 /// new ones, never a mix); a changed `$metadata` drops and recreates every entity table; decimals and
 /// Int64 keep their exact text in `_json`; date-time-offsets are stored as UTC text
 /// (`YYYY-MM-DDThh:mm:ss[.fff]Z`) and V2 `/Date(ms)/` date-times as `YYYY-MM-DDThh:mm:ss[.fff]`.
@@ -129,6 +129,28 @@ public final class ODataMirror: Sendable {
         return new
     }
 
+    /// The rows and links one defining request brought, for ``replace(_:queuedChanges:)``.
+    public struct Replacement: Sendable {
+        /// The defining request's name (the rows' scope).
+        public var request: String
+        /// Its query.
+        public var query: String
+        /// Entities by entity set.
+        public var rows: [String: [MirrorEntity]]
+        /// What `$expand` showed for navigation without referential constraints.
+        public var links: [MirrorLinkRecord]
+
+        /// Creates a replacement.
+        public init(
+            request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = []
+        ) {
+            self.request = request
+            self.query = query
+            self.rows = rows
+            self.links = links
+        }
+    }
+
     /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
     /// `rows` maps entity set names to their entities. Returns rows stored per set. With `queuedChanges`
     /// (the request queue's check, run inside the same transaction so that no local write slips in
@@ -140,6 +162,18 @@ public final class ODataMirror: Sendable {
         request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
         queuedChanges: ((Database) throws -> Bool)? = nil
     ) throws -> [String: Int] {
+        try replace(
+            [Replacement(request: request, query: query, rows: rows, links: links)],
+            queuedChanges: queuedChanges)
+    }
+
+    /// Replaces the rows of several defining requests in one transaction (a whole download: readers see
+    /// the previous download or this one, never a mix); as ``replace(request:query:rows:links:queuedChanges:)``
+    /// otherwise. Returns rows stored per set over all of them.
+    @discardableResult
+    public func replace(
+        _ replacements: [Replacement], queuedChanges: ((Database) throws -> Bool)? = nil
+    ) throws -> [String: Int] {
         guard let m = model else { throw MirrorError("no $metadata") }
         let now = iso8601Now()
         var stored: [String: Int] = [:]
@@ -149,35 +183,10 @@ public final class ODataMirror: Sendable {
                     throw MirrorError(
                         "local changes were queued during the download; it is retried after the upload")
                 }
-                let sets = try db.query(
-                    #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
-                )
-                .compactMap { $0[0].string }
-                for set in Set(sets).union(rows.keys) where m.layouts[set] != nil {
-                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
-                    // Nothing is queued (checked above): rows written locally have all been uploaded and
-                    // the set is downloaded now, so local rows (e.g. nested entities of a deep insert whose
-                    // server keys were never learned) give way to the server's.
-                    if queuedChanges != nil { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
-                }
-                try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
-                try Self.replaceLinks(db, m, request: request, links: links)
-                for (set, entities) in rows.sorted(by: { $0.key < $1.key }) {
-                    guard let layout = m.layouts[set] else { continue }
-                    let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
-                    for e in entities {
-                        try statement.bind(
-                            MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
-                        _ = try statement.step()
-                        statement.reset()
-                    }
-                    stored[set] = entities.count
-                    try db.run(
-                        #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
-                        [
-                            .text(request), .text(set), .text(query), .integer(Int64(entities.count)),
-                            .text(now),
-                        ])
+                for r in replacements {
+                    let counts = try Self.replaceRows(
+                        db, m, r, dropLocal: queuedChanges != nil, now: now)
+                    for (k, v) in counts { stored[k, default: 0] += v }
                 }
                 try db.run(
                     #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#,
@@ -185,6 +194,45 @@ public final class ODataMirror: Sendable {
             }
             // Statistics for the query planner (which index serves a filter best).
             try db.execute("ANALYZE")
+        }
+        return stored
+    }
+
+    /// One defining request's replacement inside the caller's transaction.
+    private static func replaceRows(
+        _ db: Database, _ m: MirrorModel, _ r: Replacement, dropLocal: Bool, now: String
+    ) throws -> [String: Int] {
+        var stored: [String: Int] = [:]
+        let request = r.request
+        let sets = try db.query(
+            #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
+        )
+        .compactMap { $0[0].string }
+        for set in Set(sets).union(r.rows.keys) where m.layouts[set] != nil {
+            try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+            // Nothing is queued (checked by the caller): rows written locally have all been uploaded and
+            // the set is downloaded now, so local rows (e.g. nested entities of a deep insert whose
+            // server keys were never learned) give way to the server's.
+            if dropLocal { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
+        }
+        try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+        try replaceLinks(db, m, request: request, links: r.links)
+        for (set, entities) in r.rows.sorted(by: { $0.key < $1.key }) {
+            guard let layout = m.layouts[set] else { continue }
+            let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
+            for e in entities {
+                try statement.bind(
+                    MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
+                _ = try statement.step()
+                statement.reset()
+            }
+            stored[set] = entities.count
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                [
+                    .text(request), .text(set), .text(r.query), .integer(Int64(entities.count)),
+                    .text(now),
+                ])
         }
         return stored
     }

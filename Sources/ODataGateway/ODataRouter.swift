@@ -170,8 +170,9 @@ struct ODataRouter: ODataServicePart {
     /// Blocking (on the pool): a single write applied and queued offline.
     private func answerWrite(_ request: HTTPRequest, _ responder: any Responder) {
         OriginResponder(inner: responder, origin: "local").respond(writer.response(to: request))
-        // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
-        if !localFirst, isReachable, queue.count > 0 { uploader.upload(completion: nil) }
+        // Queued behind other requests (e.g. held ones) while the upstream answers: a run now, if the
+        // service's policy allows.
+        if !localFirst, isReachable, queue.count > 0 { context.runs.request() }
     }
 
     /// Blocking (on the pool): forwards a write with the upstream's CSRF token; a `$batch` that cannot

@@ -21,6 +21,8 @@ public struct ODataUploadStats: Sendable {
     public var durationMs = 0
     /// True when the run stopped because the upstream could not be reached (or answered 502/503/504/429).
     public var interrupted = false
+    /// True when the run stopped because its replication run had to (budget, pause, shutdown).
+    public var stopped = false
     /// `{uploaded, failed, inDoubt, remaining, durationMs}`.
     public var json: JSON {
         [
@@ -33,8 +35,6 @@ public struct ODataUploadStats: Sendable {
 struct UploadState: ExclusiveRunState {
     var running = false
     var lastUploadAt: String?
-    var backoff: Double = 0
-    var retryScheduled = false
     var repeatabilitySeen = false
 }
 
@@ -76,58 +76,64 @@ final class ODataUploader: ODataServicePart {
         return try body()
     }
 
-    /// Starts an upload of the queue on a background thread (then a download when anything was uploaded
-    /// or the queue is empty); false when one is already running.
+    /// Starts an upload of the queue on a background thread (then a download when the queue is left
+    /// empty); false when one is already running. (Scheduled uploads are the replication runs' push,
+    /// ``push(shouldStop:)``; a run interrupted by the upstream is retried by the scheduler.)
     @discardableResult
     func upload(completion: (@Sendable (ODataUploadStats) -> Void)?) -> Bool {
         guard state.withLock({ $0.claim() }) else { return false }
         startThread(named: "mg-odata-upload") { [self] in
-            let begin = Date()
-            // Events only for runs with something to upload.
-            let listeners = queue.count > 0 ? listeners.withLock { $0 } : []
-            for l in listeners { l(nil) }
-            var stats = runUpload()
-            stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
-            stats.remaining = queue.count
-            let retryIn = state.withLock { s -> Double? in
-                s.running = false
-                if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
-                if stats.interrupted, stats.remaining > 0 {
-                    s.backoff = min(60, max(1, s.backoff * 2))
-                    if s.retryScheduled { return nil }
-                    s.retryScheduled = true
-                    return s.backoff
-                }
-                s.backoff = 0
-                return nil
+            let stats = claimedRun(shouldStop: { stopSignal.isStopped })
+            if !stats.interrupted, !stats.stopped, stats.remaining == 0 {
+                _ = downloader.download(completion: nil)
             }
-            if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
-                logger.info(
-                    "odata upload",
-                    metadata: [
-                        "service": "\(settings.name)", "uploaded": "\(stats.uploaded)",
-                        "failed": "\(stats.failed)", "inDoubt": "\(stats.inDoubt)",
-                        "remaining": "\(stats.remaining)",
-                    ])
-            }
-            if let retryIn {
-                let delay = retryIn * Double.random(in: 0.8...1.2)
-                Scheduler.shared.schedule(after: .seconds(delay)) { [self] in
-                    state.withLock { $0.retryScheduled = false }
-                    if queue.count > 0, !stopSignal.isStopped { upload(completion: nil) }
-                }
-            }
-            for l in listeners { l(stats) }
-            if !stats.interrupted, stats.remaining == 0 { _ = downloader.download(completion: nil) }
             completion?(stats)
         }
         return true
     }
 
-    /// Blocking: sends queued requests FIFO until the queue is empty or the upstream is unavailable.
-    func runUpload() -> ODataUploadStats {
+    /// The push of a replication run (blocking): uploads until the queue is empty, the upstream is
+    /// unavailable, or `shouldStop` says so between two units. Nil when an upload is already running.
+    func push(shouldStop: @escaping () -> Bool) -> ODataUploadStats? {
+        guard state.withLock({ $0.claim() }) else { return nil }
+        return claimedRun(shouldStop: shouldStop)
+    }
+
+    /// One upload run whose claim is held; releases it.
+    private func claimedRun(shouldStop: () -> Bool) -> ODataUploadStats {
+        let begin = Date()
+        // Events only for runs with something to upload.
+        let listeners = queue.count > 0 ? listeners.withLock { $0 } : []
+        for l in listeners { l(nil) }
+        var stats = runUpload(shouldStop: shouldStop)
+        stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
+        stats.remaining = queue.count
+        state.withLock { s in
+            s.running = false
+            if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
+        }
+        if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
+            logger.info(
+                "odata upload",
+                metadata: [
+                    "service": "\(settings.name)", "uploaded": "\(stats.uploaded)",
+                    "failed": "\(stats.failed)", "inDoubt": "\(stats.inDoubt)",
+                    "remaining": "\(stats.remaining)",
+                ])
+        }
+        for l in listeners { l(stats) }
+        return stats
+    }
+
+    /// Blocking: sends queued requests FIFO until the queue is empty, the upstream is unavailable, or
+    /// `shouldStop` says so before a unit.
+    func runUpload(shouldStop: () -> Bool = { false }) -> ODataUploadStats {
         var stats = ODataUploadStats()
         while let request = try? queue.first() {
+            if shouldStop() {
+                stats.stopped = true
+                return stats
+            }
             let unit: UploadUnit
             do {
                 if let changeset = request.changeset {

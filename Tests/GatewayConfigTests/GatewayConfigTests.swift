@@ -50,8 +50,10 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(p.idleInterval == .seconds(86400))
         #expect(p.activeWindow == .seconds(600))
         #expect(p.onlyWhenReachable)
-        #expect(p.window == nil)
+        #expect(p.windows.isEmpty)
         #expect(p.maxRunDuration == .zero)
+        #expect(p.condition == nil)
+        #expect(p.jitter == .zero)
         #expect(p.retry.initial == .seconds(5))
         #expect(p.retry.max == .seconds(900))
         #expect(c.algolia.appId == nil && c.algolia.apiKey == nil && c.algolia.hosts == nil)
@@ -614,16 +616,15 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         let found = issues(yaml)
         #expect(
             found.map(\.keyPath) == [
-                "policies.default.window", "policies.default.maxRunDuration",
                 "odata.services.s.storeEncryptionKey",
                 "odata.services.s.enableRequestQueueOptimization", "odata.services.s.enableUndoLocalCreation",
                 "odata.services.s.enableTransactionBuilder",
             ])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
-        #expect(found[0].line == 3)
+        #expect(found[0].line == 11)
         #expect(
-            found[0].description.hasPrefix("t.yaml:3: policies.default.window: not supported in this version")
-        )
+            found[0].description.hasPrefix(
+                "t.yaml:11: odata.services.s.storeEncryptionKey: not supported in this version"))
     }
 
     @Test func individualErrorArchiveDeletionIsSupported() throws {
@@ -638,7 +639,7 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
 
     @Test func liftingAnEntryAcceptsTheKey() throws {
         let c = try parse(yaml, unsupported: [:])
-        #expect(c.policies["default"]?.window == TimeWindow(startMinute: 1320, endMinute: 360))
+        #expect(c.policies["default"]?.windows == [TimeWindow(startMinute: 1320, endMinute: 360)])
         #expect(c.policies["default"]?.maxRunDuration == .seconds(600))
         #expect(c.odata.services["s"]?.storeEncryptionKey == "secret")
         #expect(c.odata.services["s"]?.enableTransactionBuilder == true)
@@ -654,6 +655,65 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
             (try? parse(
                 "server:\n  cors: {allowOrigins: []}\n", unsupported: ["server.cors.allowOrigins": "x"]))
                 != nil)
+    }
+}
+
+@Suite struct PolicyKeyTests {
+    @Test func theSeedsExampleIsAPolicy() throws {
+        let c = try parse(
+            """
+            policies:
+              wifiOnly:
+                activeInterval: 5m
+                idleInterval: 24h
+                activeWindow: 2m
+                onlyWhenReachable: true
+                window: ["22:00-06:00", "12:00-13:30"]
+                maxRunDuration: 30s
+                condition: {command: ["/usr/local/bin/on-unmetered-link", "--quiet"], timeout: 3s}
+                jitter: 90s
+                retry: {initial: 10s, max: 1h}
+            """)
+        let p = try #require(c.policies["wifiOnly"])
+        #expect(p.activeInterval == .seconds(300))
+        #expect(p.idleInterval == .seconds(86400))
+        #expect(p.activeWindow == .seconds(120))
+        #expect(
+            p.windows == [
+                TimeWindow(startMinute: 1320, endMinute: 360), TimeWindow(startMinute: 720, endMinute: 810),
+            ])
+        #expect(p.maxRunDuration == .seconds(30))
+        #expect(
+            p.condition
+                == ConditionConfig(
+                    command: ["/usr/local/bin/on-unmetered-link", "--quiet"], timeout: .seconds(3)))
+        #expect(p.jitter == .seconds(90))
+        #expect(p.retry == RetryConfig(initial: .seconds(10), max: .seconds(3600)))
+        #expect(c.policies["default"] == PolicyConfig())
+    }
+
+    @Test func oneWindowStringMayHoldSeveral() throws {
+        let c = try parse("policies:\n  p:\n    window: \"22:00-06:00, 12:00-13:00\"\n")
+        #expect(c.policies["p"]?.windows.map(\.description) == ["22:00-06:00", "12:00-13:00"])
+    }
+
+    @Test func badPolicyValuesAreReportedWithTheirLine() {
+        let found = issues(
+            """
+            policies:
+              p:
+                window: ["22:00-06:00", "25:00-01:00"]
+                condition: {timeout: 2s}
+              q:
+                condition: {command: [], timeout: 0s}
+                jitter: soon
+            """)
+        #expect(
+            found.map(\.keyPath) == [
+                "policies.p.window", "policies.p.condition.command", "policies.q.condition.timeout",
+                "policies.q.condition.command", "policies.q.jitter",
+            ])
+        #expect(found[0].line == 3)
     }
 }
 
