@@ -773,7 +773,16 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(c.dataDir == MirrorgateConfiguration().dataDir)
         #expect(c.admin == AdminConfig())
         #expect(c.log == LogConfig())
-        #expect(c.policies == ["default": PolicyConfig()])
+        #expect(c.policies["default"] == PolicyConfig())
+        // The seed's example written out as a policy.
+        #expect(
+            c.policies["wifiOnly"]
+                == PolicyConfig(
+                    activeInterval: .seconds(300), idleInterval: .seconds(86400), activeWindow: .seconds(300),
+                    maxRunDuration: .seconds(30),
+                    condition: ConditionConfig(
+                        command: ["/usr/local/bin/on-unmetered-link"], timeout: .seconds(5)),
+                    jitter: .seconds(30)))
         #expect(c.algolia.appId == "YourApplicationID")
         #expect(c.algolia.hosts == nil)
         #expect(c.algolia.timeout == AlgoliaConfig().timeout)
