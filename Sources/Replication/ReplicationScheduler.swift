@@ -52,6 +52,8 @@ public final class ReplicationScheduler: Sendable {
         var trigger: RunTrigger?
         var woken = false
         var requested = false
+        /// After a `.busy` outcome (a manual run or build held the mirror): no new attempt before this.
+        var notBefore: Date?
         var plan = SchedulePlan(startNow: false, nextRunAt: nil, waitingFor: .interval)
         var condition: String?
     }
@@ -175,6 +177,10 @@ public final class ReplicationScheduler: Sendable {
             var earliest: Date?
             for id in s.entries.keys.sorted() {
                 guard var e = s.entries[id], !e.running else { continue }
+                if let notBefore = e.notBefore, notBefore > now {
+                    earliest = earliest.map { min($0, notBefore) } ?? notBefore
+                    continue
+                }
                 e.plan = plan(e, paused: s.paused[e.policy.name] != nil, now: now)
                 if e.plan.startNow && s.started {
                     e.running = true
@@ -447,7 +453,8 @@ public final class ReplicationScheduler: Sendable {
             r.lastUsed = job.usage.lastUsed ?? r.lastUsed
             switch outcome {
             case .busy:
-                r = before  // nothing happened
+                r = before  // nothing happened; try again in a second
+                e.notBefore = end.addingTimeInterval(1)
             case .completed(let details):
                 r.lastEnd = end
                 r.lastSuccess = end
