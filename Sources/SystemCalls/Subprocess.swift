@@ -19,8 +19,8 @@ public struct SubprocessResult: Sendable, Equatable {
 public enum Subprocess {
     /// Runs `argv` (`argv[0]` looked up in `PATH`) in a process group of its own with `environment`
     /// (`NAME=value` strings), standard input from `/dev/null`. Reads its output (keeping the first
-    /// `outputLimit` bytes) until it exits; when `timeoutMs` passes first, the whole group is killed
-    /// (SIGKILL) and reaped. Throws when the pipe or the process cannot be created (an unknown command
+    /// `outputLimit` bytes) until it exits; when `timeoutMs` passes first (or it writes without end), the
+    /// whole group is killed (SIGKILL) and reaped. Throws when the pipe or the process cannot be created (an unknown command
     /// is `posix_spawnp` with ENOENT).
     public static func run(
         _ argv: [String], environment: [String], timeoutMs: Int, outputLimit: Int = 4096
@@ -42,8 +42,9 @@ public enum Subprocess {
         var buffer = [UInt8](repeating: 0, count: 4096)
         var exited: Int32?
         var open = true
-        // Each pass waits at most 50 ms: bounded by the timeout / 50 ms passes.
-        for _ in 0...(timeoutMs / 50 + 2) {
+        // Each pass waits at most 50 ms, or reads up to 4 KiB: bounded by the deadline, and by the passes
+        // (a command that writes without end is killed after about 400 MiB).
+        for _ in 0..<(timeoutMs / 50 + 100_000) {
             if !open {
                 _ = try? syscall("poll") { mg_pause_ms(50) }
             } else if (try? syscall("poll") { mg_poll_in(readEnd, 50) }) ?? 0 > 0 {

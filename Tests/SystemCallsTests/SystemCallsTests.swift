@@ -56,3 +56,38 @@ private func readCounter(_ fd: Int32) -> Int {
     var v: UInt64 = 0
     return read(fd, &v, 8)
 }
+
+@Suite struct SubprocessTests {
+    @Test func exitStatusAndOutputAreReported() throws {
+        let r = try Subprocess.run(
+            ["/bin/sh", "-c", "echo out; echo err >&2; exit 3"], environment: ["PATH=/usr/bin:/bin"],
+            timeoutMs: 5000)
+        #expect(r.status == 3)
+        #expect(r.timedOut == false)
+        #expect(String(decoding: r.output, as: UTF8.self) == "out\nerr\n")
+    }
+
+    @Test func argv0IsLookedUpInPathAndOutputIsCapped() throws {
+        let r = try Subprocess.run(
+            ["sh", "-c", "head -c 10000 /dev/zero"], environment: ["PATH=/usr/bin:/bin"], timeoutMs: 5000,
+            outputLimit: 100)
+        #expect(r.status == 0)
+        #expect(r.output.count == 100)
+    }
+
+    @Test func aCommandPastItsTimeoutIsKilledWithItsGroup() throws {
+        let start = ContinuousClock.now
+        // The shell's child (sleep) keeps the pipe open: the whole group must go.
+        let r = try Subprocess.run(
+            ["/bin/sh", "-c", "sleep 20 & sleep 20"], environment: ["PATH=/usr/bin:/bin"], timeoutMs: 300)
+        #expect(r.timedOut)
+        #expect(r.status == nil)
+        #expect(ContinuousClock.now - start < .seconds(10))
+    }
+
+    @Test func anUnknownCommandThrows() {
+        #expect(throws: SystemCallError.self) {
+            try Subprocess.run(["no-such-command-mirrorgate"], environment: ["PATH=/usr/bin:/bin"], timeoutMs: 1000)
+        }
+    }
+}
