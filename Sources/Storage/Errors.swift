@@ -31,10 +31,12 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
     /// `true` for any `SQLITE_CONSTRAINT` violation.
     public var isConstraintViolation: Bool { code == SQLITE_CONSTRAINT }
+    /// `true` when an encrypted page or WAL frame failed authentication (`SQLITE_IOERR_DATA`).
+    public var isAuthenticationFailure: Bool { extendedCode == mg_sqlite_ioerr_data() }
 
     /// The error currently recorded on a connection.
     static func from(_ db: OpaquePointer?, code rc: Int32, sql: String?) -> SQLiteError {
-        let message: String
+        var message: String
         let ext: Int32
         if let db {
             message = String(cString: sqlite3_errmsg(db))
@@ -42,6 +44,10 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         } else {
             message = String(cString: sqlite3_errstr(rc))
             ext = rc
+        }
+        if ext == mg_sqlite_ioerr_data() || rc == mg_sqlite_ioerr_data() {
+            message =
+                "an encrypted page failed authentication: the store file was altered or damaged (\(message))"
         }
         return SQLiteError(code: rc & 0xFF, extendedCode: ext, message: message, sql: sql)
     }
