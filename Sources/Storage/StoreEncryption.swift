@@ -58,6 +58,8 @@ public struct StoreEncryptionError: Error, CustomStringConvertible, Sendable, Eq
         case io
         /// The configured secret cannot be used (empty).
         case invalidSecret
+        /// A rewrite by ``StoreRekey`` did not produce a sound copy (the original is kept).
+        case rekeyFailed
     }
 
     /// What went wrong.

@@ -335,3 +335,99 @@ private func expectAuthenticationFailure(_ body: () throws -> Void) {
         #expect(k.takeRefusal()?.contains("rollback journal") == true)
     }
 }
+
+@Suite struct RekeyTests {
+    private func store(_ dir: TempDir, key k: StoreEncryption?) throws -> String {
+        let path = dir.path("r.sqlite")
+        let db = try Database(path: path, options: DatabaseOptions(encryption: k))
+        try fill(db, count: 150)
+        try db.execute("CREATE INDEX t_body ON t (body)")
+        db.close()
+        return path
+    }
+
+    private func expectContent(_ path: String, key k: StoreEncryption?) throws {
+        let db = try Database(path: path, options: DatabaseOptions(encryption: k))
+        defer { db.close() }
+        #expect(try count(db) == 150)
+        #expect(try db.scalar("PRAGMA integrity_check") == .text("ok"))
+        #expect(try db.scalar("SELECT body FROM t WHERE id = 77")?.string?.hasPrefix("\(marker) 77 ") == true)
+    }
+
+    @Test func rotatesToANewKey() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let old = try key("old secret")
+        let new = try key("new secret")
+        let path = try store(dir, key: old)
+        let before = bytes(path)
+        try StoreRekey.rekey(path: path, from: old, to: new)
+        try expectContent(path, key: new)
+        #expect(try StoreRekey.opens(path, with: new))
+        #expect(try !StoreRekey.opens(path, with: try key("old secret")))
+        let after = bytes(path)
+        #expect(!contains(after, marker))
+        // A new salt and data key: nothing of the old header or pages survives.
+        #expect(Array(after[32..<124]) != Array(before[32..<124]))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
+        #expect(names.sorted() == ["r.sqlite"])
+    }
+
+    @Test func encryptsAPlaintextStoreAndDecryptsItAgain() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let k = try key()
+        let path = try store(dir, key: nil)
+        #expect(try StoreFileKind.of(path) == .plaintext)
+        try StoreRekey.rekey(path: path, from: nil, to: k)
+        #expect(try StoreFileKind.of(path) == .encrypted)
+        #expect(!contains(bytes(path), marker))
+        try expectContent(path, key: k)
+        try StoreRekey.rekey(path: path, from: k, to: nil)
+        #expect(try StoreFileKind.of(path) == .plaintext)
+        try expectContent(path, key: nil)
+    }
+
+    @Test(arguments: StoreRekey.Step.allCases)
+    func aCrashLeavesOneOfTheTwoStoresWhole(after step: StoreRekey.Step) throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let old = try key("old secret")
+        let new = try key("new secret")
+        let path = try store(dir, key: old)
+        #expect(throws: StoreRekey.SimulatedCrash.self) {
+            try StoreRekey.rekey(path: path, from: old, to: new, crashAfter: step)
+        }
+        let renamed = step == .renamed
+        #expect(try StoreRekey.opens(path, with: renamed ? new : old))
+        #expect(try !StoreRekey.opens(path, with: renamed ? old : new))
+        try expectContent(path, key: renamed ? new : old)
+        // Running the command again finishes the job and removes the leftovers.
+        if !renamed { try StoreRekey.rekey(path: path, from: old, to: new) }
+        try expectContent(path, key: new)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
+        #expect(!names.contains { $0.contains(".rekey") })
+    }
+
+    @Test func theDataDirectoryLockKeepsARekeyAwayFromARunningGateway() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        do {
+            let gateway = try DataDirectoryLock(directory: dir.url.path, exclusive: false)
+            let second = try DataDirectoryLock(directory: dir.url.path, exclusive: false)
+            #expect(throws: StoreEncryptionError.self) {
+                _ = try DataDirectoryLock(directory: dir.url.path, exclusive: true)
+            }
+            withExtendedLifetime((gateway, second)) {}
+        }
+        do {
+            let rekey = try DataDirectoryLock(directory: dir.url.path, exclusive: true)
+            #expect(throws: StoreEncryptionError.self) {
+                _ = try DataDirectoryLock(directory: dir.url.path, exclusive: false)
+            }
+            withExtendedLifetime(rekey) {}
+        }
+        // Released with the objects.
+        _ = try DataDirectoryLock(directory: dir.url.path, exclusive: true)
+    }
+}
