@@ -11,8 +11,8 @@ import Upstream
 enum ODataServices {
     /// The forwarder and mirrored service for `name`; the service's scheduler is started.
     static func make(
-        name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
-        pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+        name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
+        client: UpstreamClient, pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
     ) throws -> ODataForwarder {
         let s = configuration.odata.services[name]!
         let version: ODataVersion? =
@@ -36,7 +36,8 @@ enum ODataServices {
             bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
             interval: policy?.activeInterval ?? .seconds(3600),
-            databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+            databasePath: store.path)
+        mirror.storeEncryption = store.encryption
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability

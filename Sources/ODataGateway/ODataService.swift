@@ -4,6 +4,7 @@ import HTTPServer
 import JSONCore
 import Logging
 import ODataCore
+import Storage
 import Synchronization
 import Upstream
 
@@ -35,6 +36,8 @@ public struct ODataMirrorSettings: Sendable {
     public var interval: Duration
     /// Path of the mirror file.
     public var databasePath: String
+    /// `storeEncryptionKey`: encrypts the mirror file (mirror, queue, archive, queued credentials).
+    public var storeEncryption: StoreEncryption?
     /// `enableRepeatableRequests`: uploaded modifications carry repeatability headers.
     public var enableRepeatableRequests = true
     /// `repeatabilityHeaders`: OASIS, SAP or both header names.
@@ -139,7 +142,7 @@ public final class ODataService: Sendable {
         self.client = client
         self.pool = pool
         self.logger = logger
-        mirror = try ODataMirror(path: settings.databasePath)
+        mirror = try ODataMirror(path: settings.databasePath, encryption: settings.storeEncryption)
         if mirror.model == nil, let file = settings.bootstrapMetadata,
             let bytes = FileManager.default.contents(atPath: file)
         {
