@@ -7,7 +7,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config python3-venv nginx wrk)
+PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 pkg-config python3-venv nginx wrk)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
