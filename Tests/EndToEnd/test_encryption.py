@@ -244,11 +244,9 @@ def test_rekey_rotates_encrypts_and_refuses_a_running_gateway(gateway_factory, o
     assert r.status_code == 200 and r.json()["ProductName"] == f"{MARKER} kept", r.text
 
 
-def test_rekey_survives_kill_9_at_any_point(gateway_factory, tmp_path):
-    seed = int(os.environ.get("MG_REKEY_SEED", random.randrange(1 << 30)))
-    rng = random.Random(seed)
-    print(f"MG_REKEY_SEED={seed}", file=sys.stderr)
-    records = [{"objectID": f"r{i}", "title": f"{MARKER} {i} " + "x" * 400} for i in range(1500)]
+def big_offline_index(tmp_path, count: int, pad: int) -> tuple[list[dict], dict]:
+    """`count` records of about `pad` bytes in the offline index `big`, and an encrypted gateway config."""
+    records = [{"objectID": f"r{i}", "title": f"{MARKER} {i} " + "x" * pad} for i in range(count)]
     (tmp_path / "records.json").write_text(json.dumps(records))
     config = {
         "dataDir": str(tmp_path / "data"),
@@ -257,6 +255,14 @@ def test_rekey_survives_kill_9_at_any_point(gateway_factory, tmp_path):
             "offlineIndices": {"big": {"bootstrap": {"objects": [str(tmp_path / "records.json")]}}},
         },
     }
+    return records, config
+
+
+def test_rekey_survives_kill_9_at_any_point(gateway_factory, tmp_path):
+    seed = int(os.environ.get("MG_REKEY_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    print(f"MG_REKEY_SEED={seed}", file=sys.stderr)
+    records, config = big_offline_index(tmp_path, 1500, 400)
     stop(gateway_factory(config))
     search_db = tmp_path / "data" / "search.sqlite"
     keys_now = [ALGOLIA_KEY, "algolia store secret B", "algolia store secret C"]
@@ -312,15 +318,7 @@ def test_rekey_survives_kill_9_at_any_point(gateway_factory, tmp_path):
 
 
 def test_a_flipped_byte_in_a_store_is_an_error_not_data(gateway_factory, tmp_path):
-    records = [{"objectID": f"r{i}", "title": f"{MARKER} {i} " + "y" * 300} for i in range(300)]
-    (tmp_path / "records.json").write_text(json.dumps(records))
-    config = {
-        "dataDir": str(tmp_path / "data"),
-        "algolia": {
-            "storeEncryptionKey": ALGOLIA_KEY,
-            "offlineIndices": {"big": {"bootstrap": {"objects": [str(tmp_path / "records.json")]}}},
-        },
-    }
+    _, config = big_offline_index(tmp_path, 300, 300)
     stop(gateway_factory(config))  # checkpoints: every page is in search.sqlite
     path = tmp_path / "data" / "search.sqlite"
     raw = bytearray(path.read_bytes())
