@@ -2,6 +2,7 @@
 #define MG_SQLITE_SHIM_H
 /* What Swift cannot call in SQLite: variadic config calls and the SQLITE_TRANSIENT cast macro. */
 #include <sqlite3.h>
+#include <sys/random.h>
 
 static inline sqlite3_destructor_type mg_sqlite_transient(void) { return SQLITE_TRANSIENT; }
 static inline sqlite3_destructor_type mg_sqlite_static(void) { return SQLITE_STATIC; }
@@ -15,6 +16,10 @@ static inline int mg_sqlite_ioerr_data(void) { return SQLITE_IOERR_DATA; }
 static inline int mg_sqlite_ioerr_short_read(void) { return SQLITE_IOERR_SHORT_READ; }
 static inline int mg_sqlite_ioerr_read(void) { return SQLITE_IOERR_READ; }
 static inline int mg_sqlite_ioerr_write(void) { return SQLITE_IOERR_WRITE; }
+
+/* Fills `buffer` from the kernel's random generator (the encrypting VFS's nonces): `count` on success,
+ * -1 with errno otherwise. */
+static inline long mg_getrandom(void *buffer, unsigned long count) { return (long)getrandom(buffer, count, 0); }
 
 /* The file object of Storage's encrypting VFS (Sources/Storage/EncryptingVFS.swift). SQLite allocates
  * `szOsFile` bytes per open file: this header, then the underlying VFS's own file object at offset

@@ -1,6 +1,7 @@
 import CSQLite
 import Crypto
 import Foundation
+import _CryptoExtras
 
 // The SQLite VFS behind ``StoreEncryption``: a shim over the default VFS ("unix") that encrypts the
 // database file and its WAL and refuses every other file SQLite could ask for.
@@ -14,8 +15,8 @@ import Foundation
 // its own checksum: no data), then frames of a 24-byte frame header and one page. The page is stored as
 // for the database, with "W" ‖ frame offset ‖ frame header as associated data, so a frame's page number,
 // commit mark, salts and checksum are authenticated with its page. The frame checksum — which SQLite
-// computes over the plaintext page — is stored XOR a mask, HMAC-SHA256(maskKey, "M" ‖ salts ‖ offset),
-// so the file does not carry a function of the plaintext. SQLite writes a frame header and then its
+// computes over the plaintext page — is stored XOR a mask, the first 8 bytes of AES-256(maskKey, salts ‖
+// offset), so the file does not carry a function of the plaintext. SQLite writes a frame header and then its
 // page in two calls: the header is held until the page arrives (or, for a header rewritten alone, the
 // page on disk is re-encrypted under the new header).
 //
@@ -233,6 +234,12 @@ private final class CryptFile {
     /// One frame's worth of stored bytes, and one page of plaintext.
     let disk = UnsafeMutableRawBufferPointer.allocate(byteCount: frameSize, alignment: 16)
     let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
+    /// Bytes from the kernel's random generator (`getrandom`), taken 12 at a time as nonces, never twice.
+    private var random = [UInt8](repeating: 0, count: 12 * 256)
+    private var randomUsed = 12 * 256
+    /// The associated data of the page at hand (at most "W" ‖ offset ‖ frame header: 33 bytes).
+    private var aad = [UInt8](repeating: 0, count: 1 + 8 + frameHeaderSize)
+    private var aadCount = 0
 
     init(
         owner: StoreEncryption, kind: Kind, real: UnsafeMutablePointer<sqlite3_file>, keys: FileKeys,
@@ -267,14 +274,51 @@ private final class CryptFile {
 
     // MARK: Pages
 
-    /// Encrypts `plain` (one page) into `out` (one page) with `aad`.
-    func seal(_ plain: UnsafeRawBufferPointer, aad: [UInt8], into out: UnsafeMutableRawBufferPointer) -> Bool
-    {
-        let nonce = AES.GCM.Nonce()
-        guard
+    /// A fresh random nonce: 12 bytes of a buffer filled by `getrandom` (one call per 256 nonces).
+    func nextNonce() -> AES.GCM.Nonce? {
+        if randomUsed + 12 > random.count {
+            let filled = random.withUnsafeMutableBytes { buffer -> Bool in
+                var got = 0
+                while got < buffer.count {
+                    let n = mg_getrandom(buffer.baseAddress! + got, UInt(buffer.count - got))
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        return false
+                    }
+                    got += n
+                }
+                return true
+            }
+            guard filled else { return nil }
+            randomUsed = 0
+        }
+        defer { randomUsed += 12 }
+        return try? AES.GCM.Nonce(data: random[randomUsed..<(randomUsed + 12)])
+    }
+
+    /// Sets the associated data of database page `index` (0-based): "D" ‖ page number.
+    func setDatabaseAAD(page index: Int64) {
+        let number = UInt32(truncatingIfNeeded: index + 1)
+        aad[0] = 0x44
+        for i in 0..<4 { aad[1 + i] = UInt8(truncatingIfNeeded: number >> (24 - 8 * i)) }
+        aadCount = 5
+    }
+
+    /// Sets the associated data of the WAL frame at `start` with `header` (checksum unmasked):
+    /// "W" ‖ offset ‖ header.
+    func setWALAAD(start: Int64, header: [UInt8]) {
+        aad[0] = 0x57
+        for i in 0..<8 { aad[1 + i] = UInt8(truncatingIfNeeded: UInt64(start) >> (56 - 8 * i)) }
+        for i in 0..<frameHeaderSize { aad[9 + i] = header[i] }
+        aadCount = 9 + frameHeaderSize
+    }
+
+    /// Encrypts `plain` (one page) into `out` (one page) with the associated data set before.
+    func seal(_ plain: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let nonce = nextNonce(),
             let box = try? AES.GCM.seal(
                 UnsafeRawBufferPointer(rebasing: plain[0..<usable]), using: keys.page, nonce: nonce,
-                authenticating: aad)
+                authenticating: aad[0..<aadCount])
         else { return false }
         box.ciphertext.copyBytes(to: out.baseAddress!.assumingMemoryBound(to: UInt8.self), count: usable)
         nonce.withUnsafeBytes {
@@ -285,23 +329,21 @@ private final class CryptFile {
         return true
     }
 
-    /// Decrypts one stored page into `plain` (its reserved bytes zeroed); `false` when it does not verify.
-    func open(_ stored: UnsafeRawBufferPointer, aad: [UInt8]) -> Bool {
+    /// Decrypts one stored page into `plain` (its reserved bytes zeroed) with the associated data set
+    /// before; `false` when it does not verify.
+    func open(_ stored: UnsafeRawBufferPointer) -> Bool {
         guard
             let nonce = try? AES.GCM.Nonce(
                 data: UnsafeRawBufferPointer(rebasing: stored[usable..<usable + 12])),
             let box = try? AES.GCM.SealedBox(
                 nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: stored[0..<usable]),
                 tag: UnsafeRawBufferPointer(rebasing: stored[(usable + 12)..<pageSize])),
-            let data = try? AES.GCM.open(box, using: keys.page, authenticating: aad), data.count == usable
+            let data = try? AES.GCM.open(box, using: keys.page, authenticating: aad[0..<aadCount]),
+            data.count == usable
         else { return false }
         data.copyBytes(to: plain.baseAddress!.assumingMemoryBound(to: UInt8.self), count: usable)
         (plain.baseAddress! + usable).initializeMemory(as: UInt8.self, repeating: 0, count: pageSize - usable)
         return true
-    }
-
-    static func databaseAAD(page index: Int64) -> [UInt8] {
-        [0x44] + bigEndian(UInt32(truncatingIfNeeded: index + 1))
     }
 
     // MARK: Database file
@@ -322,7 +364,8 @@ private final class CryptFile {
             return .failed(ioerrData)
         }
         guard rc == SQLITE_OK else { return .failed(rc) }
-        guard open(UnsafeRawBufferPointer(rebasing: disk[0..<pageSize]), aad: Self.databaseAAD(page: index))
+        setDatabaseAAD(page: index)
+        guard open(UnsafeRawBufferPointer(rebasing: disk[0..<pageSize]))
         else {
             owner.refuse("page \(index + 1) of \(databaseName) failed authentication")
             return .failed(ioerrData)
@@ -368,12 +411,10 @@ private final class CryptFile {
                 return ioerrWrite
             }
         }
-        let index = offset / Int64(pageSize)
-        guard
-            seal(
-                page, aad: Self.databaseAAD(page: index),
-                into: UnsafeMutableRawBufferPointer(rebasing: disk[0..<pageSize]))
-        else { return ioerrWrite }
+        setDatabaseAAD(page: offset / Int64(pageSize))
+        guard seal(page, into: UnsafeMutableRawBufferPointer(rebasing: disk[0..<pageSize])) else {
+            return ioerrWrite
+        }
         return realWrite(disk.baseAddress!, pageSize, headerSize + offset)
     }
 
@@ -388,21 +429,17 @@ private final class CryptFile {
         )
     }
 
-    /// The mask of the checksum (bytes 16..<24) of the frame at `start` whose salts are `salts`.
-    func checksumMask(salts: some Collection<UInt8>, start: Int64) -> [UInt8] {
-        let code = HMAC<SHA256>.authenticationCode(
-            for: [0x4D] + Array(salts) + bigEndian(UInt64(start)), using: keys.mask)
-        return Array(code.prefix(8))
-    }
-
-    /// Applies (or removes: XOR) the checksum mask to a 24-byte frame header.
+    /// Applies (or removes: XOR) the checksum mask to a 24-byte frame header: the first 8 bytes of
+    /// AES-256(mask key, salts ‖ offset), a pseudorandom function of the frame's place in this WAL generation.
     func toggleMask(_ header: inout [UInt8], start: Int64) {
-        let mask = checksumMask(salts: header[8..<16], start: start)
-        for i in 0..<8 { header[16 + i] ^= mask[i] }
-    }
-
-    static func walAAD(start: Int64, header: [UInt8]) -> [UInt8] {
-        [0x57] + bigEndian(UInt64(start)) + header
+        var block = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 {
+            block[i] = header[8 + i]
+            block[8 + i] = UInt8(truncatingIfNeeded: UInt64(start) >> (56 - 8 * i))
+        }
+        // A 32-byte key and a 16-byte block: permute cannot fail.
+        try? AES.permute(&block, key: keys.mask)
+        for i in 0..<8 { header[16 + i] ^= block[i] }
     }
 
     enum FrameRead {
@@ -418,11 +455,10 @@ private final class CryptFile {
         guard rc == SQLITE_OK else { return .failed(rc) }
         var header = Array(UnsafeRawBufferPointer(rebasing: disk[0..<frameHeaderSize]))
         toggleMask(&header, start: start)
-        guard
-            open(
-                UnsafeRawBufferPointer(rebasing: disk[frameHeaderSize..<frameSize]),
-                aad: Self.walAAD(start: start, header: header))
-        else { return .unauthenticated }
+        setWALAAD(start: start, header: header)
+        guard open(UnsafeRawBufferPointer(rebasing: disk[frameHeaderSize..<frameSize])) else {
+            return .unauthenticated
+        }
         return .ok(header)
     }
 
@@ -437,11 +473,11 @@ private final class CryptFile {
 
     /// Writes the frame at `start`: `header` (as SQLite wrote it) masked, and `page` encrypted under it.
     func writeFrame(_ start: Int64, header: [UInt8], page: UnsafeRawBufferPointer) -> Int32 {
-        guard
-            seal(
-                page, aad: Self.walAAD(start: start, header: header),
-                into: UnsafeMutableRawBufferPointer(rebasing: disk[frameHeaderSize..<frameSize]))
-        else { return ioerrWrite }
+        setWALAAD(start: start, header: header)
+        guard seal(page, into: UnsafeMutableRawBufferPointer(rebasing: disk[frameHeaderSize..<frameSize]))
+        else {
+            return ioerrWrite
+        }
         var masked = header
         toggleMask(&masked, start: start)
         masked.withUnsafeBytes {

@@ -12,7 +12,6 @@ suite's test key, see harness.TEST_STORE_KEY) or not.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import sqlite3
 import struct
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -95,7 +95,8 @@ def decrypt_store(path, secret: str, out) -> None:
         header = bytearray(raw[offset : offset + 24])
         if bytes(header[8:16]) != salts:  # a frame of an earlier WAL generation: the log ends here
             break
-        mask = hmac.new(mask_key, b"M" + bytes(header[8:16]) + struct.pack(">Q", offset), hashlib.sha256).digest()
+        block = bytes(header[8:16]) + struct.pack(">Q", offset)
+        mask = Cipher(algorithms.AES(mask_key), modes.ECB()).encryptor().update(block)
         for k in range(8):
             header[16 + k] ^= mask[k]
         page = _open_page(

@@ -9,11 +9,13 @@ or a count, every process started here is stopped at exit. Prints a Markdown sec
     the mirror row + queue row. Anchors, same rounds, interleaved: raw SQLite (Python sqlite3, WAL,
     synchronous=FULL, one ~1 KB row per transaction) and the loopback HTTP floor (wrk, 1 connection,
     `GET /_mirrorgate/health` of the same gateway). Target: p50 <= 1.5 x (raw SQLite p50 + floor p50).
+    Also a second gateway whose store is encrypted (`storeEncryptionKey`): target p50 <= 1.3 x the first.
 (b) In process: the append (mirror row + queue row, one FULL transaction, through the Storage module) vs
-    raw SQLite C API, the Swift executable in bench/queue (QueueBench). Target: p50 <= 1.5 x raw.
+    raw SQLite C API, the Swift executable in bench/queue (QueueBench). Target: p50 <= 1.5 x raw. Also the
+    append on an encrypted store: target p50 <= 1.3 x the plain append.
 (c) Upload throughput: N queued creates uploaded to the odatapy Northwind upstream (one request at a time,
     a fresh connection each, repeatability headers), against the same N POSTs sent straight to the
-    upstream by Python with a fresh connection each.
+    upstream by Python with a fresh connection each; and from a gateway with an encrypted store.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ DURATION = int(os.environ.get("DURATION", "5"))  # seconds per wrk / raw-SQLite 
 APPENDS = int(os.environ.get("APPENDS", "1000"))  # transactions per kind per round in (b)
 UPLOADS = int(os.environ.get("UPLOADS", "300"))  # queued creates per round in (c)
 MG_BIN = os.environ["MIRRORGATE_BIN"]
+STORE_KEY = "bench store key 0123"  # storeEncryptionKey of the encrypted variants
 QUEUE_BENCH = os.environ.get("QUEUE_BENCH", str(HERE / ".build" / "release" / "QueueBench"))
 NCPU = os.cpu_count() or 1
 HZ = os.sysconf("SC_CLK_TCK")
@@ -209,22 +212,27 @@ def main() -> None:
     print(f"work dir {work}; load average before: {os.getloadavg()}", file=sys.stderr)
     (work / "metadata.xml").write_text(METADATA)
     (work / "items.json").write_text('{"value":[{"ID":1,"Name":"a","Category":"tools","Price":1,"Note":""}]}')
-    a_dir = work / "a"
-    a_dir.mkdir()
-    gw, port = start_gateway(a_dir, f"""    bench:
+    def bench_gateway(name: str, extra: str = "") -> tuple[subprocess.Popen, int]:
+        d = work / name
+        d.mkdir()
+        g, p = start_gateway(d, f"""    bench:
       mount: /odata/bench/
       upstream: http://127.0.0.1:{free_port()}/nothing/
       version: v4
-      routing: localFirst
+      routing: localFirst{extra}
       bootstrap:
         metadata: {work / 'metadata.xml'}
         data: {{Items: {work / 'items.json'}}}
 """)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and status(port, "bench").get("entitySets", {}).get("Items") != 1:
-        time.sleep(0.1)
-    st, body = get(port, "/odata/bench/Items", "POST", BODY.encode(), {"Content-Type": "application/json"})
-    assert st == 201, (st, body[:300])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and status(p, "bench").get("entitySets", {}).get("Items") != 1:
+            time.sleep(0.1)
+        st, body = get(p, "/odata/bench/Items", "POST", BODY.encode(), {"Content-Type": "application/json"})
+        assert st == 201, (st, body[:300])
+        return g, p
+
+    gw, port = bench_gateway("a")
+    gw_enc, port_enc = bench_gateway("a-enc", f"\n      storeEncryptionKey: {json.dumps(STORE_KEY)}")
     lua = work / "post.lua"
     lua.write_text(
         'wrk.method = "POST"\nwrk.body = ' + json.dumps(BODY) + "\n"
@@ -234,21 +242,26 @@ def main() -> None:
     print(json.dumps(probe), file=sys.stderr)
     rows_a = []
     for r in range(1, ROUNDS + 1):
-        order = ["sqlite", "floor", "gateway"] if r % 2 else ["gateway", "floor", "sqlite"]
+        order = ["sqlite", "floor", "gateway", "gateway-encrypted"]
+        if r % 2 == 0:
+            order.reverse()
         for target in order:
-            with CPU([gw.pid]) as cpu:
+            with CPU([gw.pid, gw_enc.pid]) as cpu:
                 if target == "sqlite":
                     res = raw_sqlite(work / "raw.sqlite")
                 elif target == "floor":
                     res = wrk(f"http://127.0.0.1:{port}/_mirrorgate/health", None)
-                else:
+                elif target == "gateway":
                     res = wrk(f"http://127.0.0.1:{port}/odata/bench/Items", lua)
+                else:
+                    res = wrk(f"http://127.0.0.1:{port_enc}/odata/bench/Items", lua)
             res.update(round=r, target=target, other=cpu.other)
             rows_a.append(res)
             print(json.dumps(res), file=sys.stderr)
-    pending = status(port, "bench")["pendingRequests"]
-    gw.terminate()
-    gw.wait(timeout=15)
+    pending = status(port, "bench")["pendingRequests"] + status(port_enc, "bench")["pendingRequests"]
+    for g in (gw, gw_enc):
+        g.terminate()
+        g.wait(timeout=15)
 
     # (b) in process
     rows_b = []
@@ -274,36 +287,43 @@ def main() -> None:
     if ODataUpstream is not None:
         for r in range(1, ROUNDS + 1):
             up = ODataUpstream(page_size=None, etags=True).start()
-            c_dir = work / f"c{r}"
-            c_dir.mkdir()
-            g2, p2 = start_gateway(c_dir, f"""    nw:
+            body = json.dumps({"ProductName": "bench", "UnitPrice": 1, "Discontinued": False}).encode()
+            ports = {}
+            started = []
+            try:
+                for target, extra in (("gateway", ""), ("gateway-encrypted", f"\n      storeEncryptionKey: {json.dumps(STORE_KEY)}")):
+                    c_dir = work / f"c{r}-{target}"
+                    c_dir.mkdir()
+                    g2, p2 = start_gateway(c_dir, f"""    nw:
       mount: /odata/nw/
       upstream: {up.root}
-      routing: localFirst
+      routing: localFirst{extra}
       definingRequests:
         - {{name: products, query: Products}}
 """)
-            try:
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    s = status(p2, "nw")
-                    if s.get("lastDownloadAt") and s["reachable"] and not s["uploading"] and not s.get("downloading"):
-                        break
-                    time.sleep(0.1)
-                time.sleep(0.3)
-                body = json.dumps({"ProductName": "bench", "UnitPrice": 1, "Discontinued": False}).encode()
-                c = http.client.HTTPConnection("127.0.0.1", p2, timeout=30)
-                for _ in range(UPLOADS):
-                    c.request("POST", "/odata/nw/Products", body=body, headers={"Content-Type": "application/json"})
-                    resp = c.getresponse()
-                    resp.read()
-                    assert resp.status == 201, resp.status
-                c.close()
-                order = ["gateway", "direct"] if r % 2 else ["direct", "gateway"]
+                    started.append(g2)
+                    ports[target] = p2
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        s = status(p2, "nw")
+                        if s.get("lastDownloadAt") and s["reachable"] and not s["uploading"] and not s.get("downloading"):
+                            break
+                        time.sleep(0.1)
+                    time.sleep(0.3)
+                    c = http.client.HTTPConnection("127.0.0.1", p2, timeout=30)
+                    for _ in range(UPLOADS):
+                        c.request("POST", "/odata/nw/Products", body=body, headers={"Content-Type": "application/json"})
+                        resp = c.getresponse()
+                        resp.read()
+                        assert resp.status == 201, resp.status
+                    c.close()
+                order = ["gateway", "direct", "gateway-encrypted"]
+                if r % 2 == 0:
+                    order.reverse()
                 for target in order:
-                    with CPU([g2.pid]) as cpu:
-                        if target == "gateway":
-                            st, out = get(p2, "/_mirrorgate/odata/services/nw/upload?wait=true", "POST", timeout=300)
+                    with CPU([g.pid for g in started]) as cpu:
+                        if target != "direct":
+                            st, out = get(ports[target], "/_mirrorgate/odata/services/nw/upload?wait=true", "POST", timeout=300)
                             res = json.loads(out)
                             assert st == 200 and res["uploaded"] == UPLOADS and res["failed"] == 0, (st, res)
                             secs = res["durationMs"] / 1000
@@ -318,8 +338,9 @@ def main() -> None:
                     rows_c.append(res)
                     print(json.dumps(res), file=sys.stderr)
             finally:
-                g2.terminate()
-                g2.wait(timeout=15)
+                for g2 in started:
+                    g2.terminate()
+                    g2.wait(timeout=15)
                 up.stop()
 
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -341,7 +362,7 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
     for x in rows_a:
         print(f"| {x['round']} | {x['target']} | {x['perSec']:.0f} | {x['p50']:.3f} | {x['p99']:.3f} | {x['other']:.0f}% |")
     med = {t: {k: statistics.median(x[k] for x in rows_a if x["target"] == t) for k in ("perSec", "p50", "p99")}
-           for t in ("sqlite", "floor", "gateway")}
+           for t in ("sqlite", "floor", "gateway", "gateway-encrypted")}
     anchor = med["sqlite"]["p50"] + med["floor"]["p50"]
     ratio = med["gateway"]["p50"] / anchor
     bad = sum(x.get("non2xx", 0) for x in rows_a)
@@ -350,6 +371,10 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
           f"({med['sqlite']['perSec']:.0f}/s); HTTP floor p50 {med['floor']['p50']:.3f} ms. Ratio gateway p50 / "
           f"(SQLite p50 + floor p50) = {ratio:.2f}** (target ≤ 1.5: {'met' if ratio <= 1.5 else 'NOT met'}); "
           f"non-2xx answers: {bad}; requests queued at the end: {pending}.\n")
+    enc = med["gateway-encrypted"]["p50"] / med["gateway"]["p50"]
+    print(f"**Encrypted store (`storeEncryptionKey`): gateway p50 {med['gateway-encrypted']['p50']:.3f} ms "
+          f"({med['gateway-encrypted']['perSec']:.0f}/s) vs {med['gateway']['p50']:.3f} ms unencrypted: "
+          f"{enc:.2f}×** (target ≤ 1.3: {'met' if enc <= 1.3 else 'NOT met'}).\n")
     print(f"Device probe (pwrite 4 KiB + fdatasync, p50 of 300): back to back {probe['backToBack']:.3f} ms, "
           f"with 1 ms between flushes {probe['gap1ms']:.3f} ms.\n")
     if rows_b:
@@ -361,10 +386,14 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
         print("|---|---|---:|---:|---:|")
         for x in rows_b:
             print(f"| {x['round']} | {x['kind']} | {x['perSec']:.0f} | {x['p50ms']:.3f} | {x['p99ms']:.3f} |")
-        mb = {k: statistics.median(x["p50ms"] for x in rows_b if x["kind"] == k) for k in ("raw", "append")}
+        mb = {k: statistics.median(x["p50ms"] for x in rows_b if x["kind"] == k)
+              for k in ("raw", "append", "append-encrypted")}
         rb = mb["append"] / mb["raw"]
+        re = mb["append-encrypted"] / mb["append"]
         print(f"\n**Median p50: append {mb['append']:.3f} ms, raw {mb['raw']:.3f} ms, ratio {rb:.2f}** "
-              f"(target ≤ 1.5: {'met' if rb <= 1.5 else 'NOT met'}).\n")
+              f"(target ≤ 1.5: {'met' if rb <= 1.5 else 'NOT met'}). **Encrypted append p50 "
+              f"{mb['append-encrypted']:.3f} ms: {re:.2f}× the plain append** (target ≤ 1.3: "
+              f"{'met' if re <= 1.3 else 'NOT met'}).\n")
     if rows_c:
         print(f"(c) Upload: {UPLOADS} queued creates per round uploaded to odatapy's in-memory Northwind (Python, "
               "in this driver's process), one request at a time on a fresh connection each; `direct` = the same "
@@ -373,9 +402,12 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
         print("|---|---|---:|---:|")
         for x in rows_c:
             print(f"| {x['round']} | {x['target']} | {x['perSec']:.0f} | {x['other']:.0f}% |")
-        mc = {t: statistics.median(x["perSec"] for x in rows_c if x["target"] == t) for t in ("gateway", "direct")}
+        mc = {t: statistics.median(x["perSec"] for x in rows_c if x["target"] == t)
+              for t in ("gateway", "direct", "gateway-encrypted")}
         print(f"\n**Median upload {mc['gateway']:.0f} requests/s, direct {mc['direct']:.0f} requests/s "
-              f"(ratio {mc['gateway'] / mc['direct']:.2f}).**")
+              f"(ratio {mc['gateway'] / mc['direct']:.2f}); from an encrypted store {mc['gateway-encrypted']:.0f} "
+              f"requests/s ({mc['gateway'] / mc['gateway-encrypted']:.2f}× the time per request of the unencrypted "
+              "store).**")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,18 @@ import PackageDescription
 let package = Package(
     name: "search-bench",
     platforms: [.macOS(.v15)],
+    dependencies: [.package(url: "https://github.com/apple/swift-crypto", from: "3.12.3")],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
-        .target(name: "Storage", dependencies: ["CSQLite"]),
+        .target(
+            name: "Storage",
+            dependencies: [
+                "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]),
         .target(name: "JSONCore"),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"]),
-        .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore"]),
+        .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore", "Storage"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,9 +3,21 @@
 //
 // usage: SearchBench build <records.json> <queries.json> <repetitions> [<store-dir>]
 //        SearchBench restart <queries.json> <store-dir>      (open the store, load, answer one query)
+//        SearchBench copy <from-store-dir> <to-store-dir>    (load, then time the write of a new store)
+// With MG_BENCH_STORE_KEY set, the stores written and read are encrypted with it (as with
+// `algolia.storeEncryptionKey`); key derivation happens when a store is opened and is timed with it.
 import Foundation
 import JSONCore
 import SearchEngine
+import Storage
+
+/// The store in `directory`, encrypted when MG_BENCH_STORE_KEY is set.
+func openStore(_ directory: String) throws -> IndexStore {
+    let key = ProcessInfo.processInfo.environment["MG_BENCH_STORE_KEY"]
+    return try IndexStore(
+        directory: directory,
+        encryption: try key.map { try StoreEncryption(secret: $0, label: "MG_BENCH_STORE_KEY") })
+}
 
 let settings: JSON = [
     "searchableAttributes": ["name", "description", "maintainer", "_tags"],
@@ -120,7 +132,7 @@ do {
         if args.count > 5 {
             try? FileManager.default.removeItem(atPath: args[5])
             try FileManager.default.createDirectory(atPath: args[5], withIntermediateDirectories: true)
-            let store = try IndexStore(directory: args[5])
+            let store = try openStore(args[5])
             let s0 = now()
             try store.save(index)
             result["storeBuildMs"] = .double(now() - s0)
@@ -129,7 +141,7 @@ do {
     case "restart":
         let queries = try loadQueries(args[2])
         let t0 = now()
-        let store = try IndexStore(directory: args[3])
+        let store = try openStore(args[3])
         guard let index = try store.load(name: "debian") else {
             print("no stored index")
             exit(1)
@@ -140,10 +152,24 @@ do {
         result["firstAnswerAfterRestartMs"] = .double(t1 - t0)
         result["firstAnswerHits"] = response["nbHits"] ?? .null
         result["peakRSSMiB"] = .double(peakRSSMiB())
+    case "copy":
+        // copy <from-store-dir> <to-store-dir>: the store write alone, from an index loaded from a plain store.
+        let from = try IndexStore(directory: args[2])
+        guard let index = try from.load(name: "debian") else {
+            print("no stored index")
+            exit(1)
+        }
+        try? FileManager.default.removeItem(atPath: args[3])
+        try FileManager.default.createDirectory(atPath: args[3], withIntermediateDirectories: true)
+        let s0 = now()
+        let store = try openStore(args[3])
+        try store.save(index)
+        result["storeBuildMs"] = .double(now() - s0)
+        result["encrypted"] = .bool(ProcessInfo.processInfo.environment["MG_BENCH_STORE_KEY"] != nil)
     case "profile":
         // profile <queries.json> <store-dir> <iterations> [class]: loops over the queries (for perf/callgrind).
         let queries = try loadQueries(args[2])
-        let store = try IndexStore(directory: args[3])
+        let store = try openStore(args[3])
         guard let index = try store.load(name: "debian") else { exit(1) }
         let iterations = Int(args[4]) ?? 100
         let only = args.count > 5 ? args[5] : nil
@@ -164,7 +190,7 @@ do {
     case "dump":
         // dump <queries.json> <store-dir>: every response (processingTimeMS removed), one per line.
         let queries = try loadQueries(args[2])
-        let store = try IndexStore(directory: args[3])
+        let store = try openStore(args[3])
         guard let index = try store.load(name: "debian") else { exit(1) }
         for (_, entries) in queries {
             for entry in entries.arrayValue ?? [] {
