@@ -25,16 +25,31 @@ let package = Package(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Linux calls whose C types Swift cannot use (epoll_event), wrapped without error handling.
+        .systemLibrary(name: "CLinux"),
+
+        // Support: pure Swift, known to every module above it.
+        // Locks, the worker pool, the timer facility, the monotonic clock, Duration helpers.
+        .target(name: "GatewaySupport", swiftSettings: strict),
+        // HTTP values and decorators without I/O: request, response, headers, streams, responders, the
+        // form codec, the reason-phrase table, the gateway's header names, the error protocol.
+        .target(name: "HTTPCore", dependencies: ["GatewaySupport"], swiftSettings: strict),
+        // The one choke point for system calls (errno to a typed error naming the call), epoll, eventfd,
+        // numeric socket addresses. Only adapters import it.
+        .target(name: "SystemCalls", dependencies: ["CLinux"], swiftSettings: strict),
 
         // Adapters: each knows one C library and nothing about Algolia or OData.
         .target(
             name: "HTTPServer",
-            dependencies: ["CMicroHTTPD", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CMicroHTTPD", "HTTPCore", "GatewaySupport", "SystemCalls",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
         .target(
             name: "Upstream",
             dependencies: [
-                "CCurl", .product(name: "Logging", package: "swift-log"),
+                "CCurl", "GatewaySupport", "SystemCalls", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strict),
@@ -48,11 +63,13 @@ let package = Package(
         // Relaying upstream responses to server responses (shared by both APIs).
         .target(
             name: "Proxying",
-            dependencies: ["HTTPServer", "Upstream", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "HTTPCore", "GatewaySupport", "Upstream", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
 
         // Domain modules: pure Swift.
-        .target(name: "JSONCore", swiftSettings: strict),
+        .target(name: "JSONCore", dependencies: ["HTTPCore"], swiftSettings: strict),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"], swiftSettings: strict),
         // OData protocol pieces without I/O: CSDL model, resource paths, $filter, literals, serializers.
         .target(name: "ODataCore", dependencies: ["JSONCore"], swiftSettings: strict),
@@ -62,7 +79,9 @@ let package = Package(
         .target(
             name: "AlgoliaGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "SearchEngine", "GatewayConfig", "JSONCore",
+                "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "SearchEngine",
+                "GatewayConfig",
+                "JSONCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -71,7 +90,8 @@ let package = Package(
         .target(
             name: "ODataGateway",
             dependencies: [
-                "HTTPServer", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore", "ODataCore",
+                "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
+                "ODataCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -81,8 +101,8 @@ let package = Package(
         .target(
             name: "Mirrorgate",
             dependencies: [
-                "HTTPServer", "Upstream", "Storage", "GatewayConfig", "AlgoliaGateway", "ODataGateway",
-                "JSONCore", "SearchEngine",
+                "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
+                "AlgoliaGateway", "ODataGateway", "JSONCore", "SearchEngine",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -91,26 +111,33 @@ let package = Package(
         .executableTarget(
             name: "mirrorgate",
             dependencies: [
-                "Mirrorgate", "GatewayConfig", "Upstream", "JSONCore",
+                "Mirrorgate", "GatewayConfig", "Upstream", "JSONCore", "HTTPCore", "GatewaySupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
 
+        .testTarget(name: "GatewaySupportTests", dependencies: ["GatewaySupport"], swiftSettings: strict),
         .testTarget(
-            name: "HTTPServerTests", dependencies: ["HTTPServer", "Upstream"], swiftSettings: strict),
+            name: "HTTPCoreTests", dependencies: ["HTTPCore", "GatewaySupport"], swiftSettings: strict),
+        .testTarget(name: "SystemCallsTests", dependencies: ["SystemCalls"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPCore", "GatewaySupport", "Upstream"],
+            swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
-        .testTarget(name: "ProxyingTests", dependencies: ["Proxying"], swiftSettings: strict),
+        .testTarget(name: "ProxyingTests", dependencies: ["Proxying", "HTTPCore"], swiftSettings: strict),
         .testTarget(
             name: "AlgoliaGatewayTests",
-            dependencies: ["AlgoliaGateway", "JSONCore", "SearchEngine", "HTTPServer"],
+            dependencies: ["AlgoliaGateway", "JSONCore", "SearchEngine", "HTTPCore", "GatewaySupport"],
             swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
-        .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore"], swiftSettings: strict),
+        .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore", "HTTPCore"], swiftSettings: strict),
         .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
         .testTarget(
             name: "ODataGatewayTests",
-            dependencies: ["ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPServer", "Upstream"],
+            dependencies: [
+                "ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPCore", "GatewaySupport", "Upstream",
+            ],
             swiftSettings: strict),
         .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),

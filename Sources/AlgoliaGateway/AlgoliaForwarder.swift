@@ -1,4 +1,5 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import Proxying
@@ -49,8 +50,22 @@ public struct AlgoliaForwardingSettings: Sendable {
     }
 }
 
-/// Algolia's error body, `{"message": …, "status": N}`.
-public enum AlgoliaError {
+/// An error in Algolia's format: the body `{"message": …, "status": N}` with that status.
+public struct AlgoliaError: GatewayError, Sendable {
+    /// The HTTP status.
+    public var status: Int
+    /// The message for the client.
+    public var message: String
+
+    /// An error with `status` and `message`.
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// The error as a response.
+    public func response() -> HTTPResponse { Self.response(status, message) }
+
     /// An error response in Algolia's format.
     public static func response(_ status: Int, _ message: String) -> HTTPResponse {
         .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
@@ -183,7 +198,7 @@ public final class AlgoliaForwarder: Sendable {
             options.streamTimeout = remaining + .seconds(1)
             options.isCancelled = hooks.isCancelled
             if hooks.originHeader {
-                options.adjustHeaders = { $0.set("X-Mirrorgate-Origin", "remote") }
+                options.adjustHeaders = { $0.set(MirrorgateHeader.origin, "remote") }
             }
             if hooks.tagBody {
                 options.transformIf = { status in (200..<300).contains(status) }

@@ -20,13 +20,8 @@ public final class KeyMemory: Sendable {
         }
         var loadedSalt: [UInt8] = []
         var hashes = Set<String>()
+        try Self.migrator.migrate(pool)
         try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS mg_key_salt (id INTEGER PRIMARY KEY CHECK (id = 1), salt BLOB NOT NULL);
-                CREATE TABLE IF NOT EXISTS mg_accepted_keys (
-                    hash TEXT PRIMARY KEY, first_seen TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));
-                """)
             if let existing = try db.scalar("SELECT salt FROM mg_key_salt WHERE id = 1")?.bytes {
                 loadedSalt = existing
             } else {
@@ -40,6 +35,21 @@ public final class KeyMemory: Sendable {
         salt = loadedSalt
         known.withLock { $0 = hashes }
     }
+
+    /// The store's tables in `state.sqlite`; the first migration accepts those of releases before
+    /// migrations (created if missing).
+    static let migrator = Migrator(
+        table: "mg_migrations_keys",
+        [
+            Migration(
+                "1-salt-and-accepted-keys",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS mg_key_salt (id INTEGER PRIMARY KEY CHECK (id = 1), salt BLOB NOT NULL);
+                    CREATE TABLE IF NOT EXISTS mg_accepted_keys (
+                        hash TEXT PRIMARY KEY,
+                        first_seen TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));
+                    """)
+        ])
 
     private func hash(appId: String, index: String, key: String) -> String {
         var hasher = SHA256()

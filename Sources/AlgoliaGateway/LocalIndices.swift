@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import SearchEngine
 
@@ -46,7 +47,7 @@ public enum AlgoliaRoute: Equatable, Sendable {
         if rest.isEmpty || rest == "/" { return method == "GET" ? .listIndices : .other }
         guard rest.hasPrefix("/") else { return .other }
         let parts = rest.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
-            FormDecoding.percentDecode($0)
+            FormCodec.percentDecode($0)
         }
         guard let index = parts.first, !index.isEmpty else { return .other }
         if index == "*" {
@@ -172,7 +173,7 @@ public struct LocalAlgolia: Sendable {
     /// Answers `request` (whose route `handles` accepted).
     public func answer(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
         var response = compute(request, route: route)
-        response.headers.set("X-Mirrorgate-Origin", "local")
+        response.headers.set(MirrorgateHeader.origin, "local")
         return response
     }
 

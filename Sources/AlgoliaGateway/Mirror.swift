@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import SearchEngine
@@ -222,14 +223,6 @@ public final class MirroredIndex: Sendable {
 /// gateway reports.
 public func rfc3339(_ date: Date) -> String {
     Timestamps.rfc3339(secondsSince1970: date.timeIntervalSince1970)
-}
-
-extension Duration {
-    /// Seconds as a Double.
-    public var seconds: Double {
-        let (s, a) = components
-        return Double(s) + Double(a) / 1e18
-    }
 }
 
 /// Fetches a mirrored index from the upstream: settings (`getVersion=1`), synonyms, then each data

@@ -2,9 +2,6 @@
 #define MG_CURL_SHIM_H
 /* Typed wrappers for libcurl's variadic setopt/getinfo calls. */
 #include <curl/curl.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 #include <stdint.h>
 
 static inline CURLcode mg_curl_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
@@ -43,32 +40,4 @@ static inline CURLMcode mg_curl_multi_setopt_timer_callback(CURLM *m, mg_curl_ti
     return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, cb);
 }
 
-/* epoll for the transfer loop (struct epoll_event is packed on x86_64: keep it on the C side). */
-/// Registers, changes (`op` = EPOLL_CTL_*) or removes `fd` for `what` (CURL_POLL_IN/OUT/INOUT).
-static inline int mg_epoll_set(int epfd, int op, int fd, int what) {
-    struct epoll_event ev;
-    ev.events = 0;
-    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ev.events |= EPOLLIN;
-    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) ev.events |= EPOLLOUT;
-    ev.data.u64 = 0;
-    ev.data.fd = fd;
-    return epoll_ctl(epfd, op, fd, &ev);
-}
-/// Waits for events: fills `fds` and `flags` (CURL_CSELECT_IN/OUT/ERR) and returns their count.
-static inline int mg_epoll_wait(int epfd, int *fds, int *flags, int max, int timeout_ms) {
-    struct epoll_event evs[128];
-    if (max > 128) max = 128;
-    int n = epoll_wait(epfd, evs, max, timeout_ms);
-    for (int i = 0; i < n; i++) {
-        int f = 0;
-        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) f |= CURL_CSELECT_IN;
-        if (evs[i].events & EPOLLOUT) f |= CURL_CSELECT_OUT;
-        if (evs[i].events & EPOLLERR) f |= CURL_CSELECT_ERR;
-        fds[i] = evs[i].data.fd;
-        flags[i] = f;
-    }
-    return n;
-}
-static inline void mg_eventfd_signal(int fd) { uint64_t one = 1; ssize_t r = write(fd, &one, sizeof one); (void)r; }
-static inline void mg_eventfd_drain(int fd) { uint64_t v; ssize_t r = read(fd, &v, sizeof v); (void)r; }
 #endif

@@ -7,7 +7,6 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <microhttpd.h>
 
 typedef void *(*mg_mhd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *con);
@@ -37,24 +36,6 @@ static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct s
                             MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size > 1 ? thread_pool_size : 0,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog,
                             MHD_OPTION_END);
-}
-
-/// Builds an IPv4 or IPv6 socket address from a numeric host; returns 0 on success.
-static inline int mg_make_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *out) {
-    memset(out, 0, sizeof(*out));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(port);
-        return 0;
-    }
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
-    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(port);
-        return 0;
-    }
-    return -1;
 }
 
 static inline ssize_t mg_mhd_end_of_stream(void) { return MHD_CONTENT_READER_END_OF_STREAM; }

@@ -1,7 +1,9 @@
 import CMicroHTTPD
-import Foundation
+import GatewaySupport
+import HTTPCore
 import Logging
 import Synchronization
+import SystemCalls
 
 /// Settings of the HTTP server; every default in one place.
 public struct ServerConfiguration: Sendable {
@@ -17,16 +19,14 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeout: Duration
     /// Per-connection memory for headers (libmicrohttpd); headers beyond it get 431.
     public var connectionMemoryLimit: Int
-    /// Threads that run handlers (blocking work allowed there).
-    public var workerThreads: Int
-    /// libmicrohttpd polling threads.
+    /// libmicrohttpd polling threads (handlers run on them and must not block).
     public var pollingThreads: Int
 
     /// Creates a configuration.
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, maxBodySize: Int = 10 << 20,
         maxConnections: Int = 512, requestTimeout: Duration = .seconds(30),
-        connectionMemoryLimit: Int = 32 << 10, workerThreads: Int = 64, pollingThreads: Int = 1
+        connectionMemoryLimit: Int = 32 << 10, pollingThreads: Int = 1
     ) {
         self.host = host
         self.port = port
@@ -34,7 +34,6 @@ public struct ServerConfiguration: Sendable {
         self.maxConnections = maxConnections
         self.requestTimeout = requestTimeout
         self.connectionMemoryLimit = connectionMemoryLimit
-        self.workerThreads = workerThreads
         self.pollingThreads = pollingThreads
     }
 }
@@ -51,9 +50,9 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
     public let description: String
 }
 
-/// The HTTP server on libmicrohttpd: one internal polling thread with epoll, requests suspended while a
-/// bounded worker pool runs the handler, fixed and streamed responses, body limits, deadlines on every
-/// suspension, and graceful shutdown.
+/// The HTTP server on libmicrohttpd: internal polling threads with epoll that hand each complete request
+/// to the handler (which must not block) and suspend it until it is answered, fixed and streamed
+/// responses, body limits, deadlines on every suspension, and graceful shutdown.
 public final class Server: Sendable {
     let core: ServerCore
 
@@ -85,15 +84,16 @@ final class ServerCore: @unchecked Sendable {
     let errors: ErrorResponseFactory
     let observer: ResponseObserver?
     let logger: Logger
-    let pool: WorkerPool
     let active = Atomic<Int>(0)
+    /// Signalled when `active` drops while the server is stopping (shutdown waits on it).
+    private let drained = ConditionLock()
+    let stopping = Atomic<Bool>(false)
     /// Open connections (libmicrohttpd's own limit is set above `maxConnections`, see `start`).
     let connections = Atomic<Int>(0)
     private let registry = Mutex<[ObjectIdentifier: RequestContext]>([:])
     private var daemon: OpaquePointer?
     private(set) var boundPort: UInt16 = 0
-    private let stopWatchdog = Atomic<Bool>(false)
-    private var watchdog: Thread?
+    private var watchdog: ScheduledWork?
     private var stopped = false
 
     init(
@@ -105,14 +105,12 @@ final class ServerCore: @unchecked Sendable {
         self.errors = errors
         self.observer = observer
         self.logger = logger
-        self.pool = WorkerPool(threads: configuration.workerThreads, name: "mg-worker")
     }
 
     func start() throws {
-        var storage = sockaddr_storage()
         let host = configuration.host == "localhost" ? "127.0.0.1" : configuration.host
         let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard mg_make_sockaddr(bareHost, configuration.port, &storage) == 0 else {
+        guard var storage = Socket.address(host: bareHost, port: configuration.port) else {
             throw ServerError(
                 description: "listen address '\(configuration.host)' is not a numeric IP address")
         }
@@ -135,7 +133,6 @@ final class ServerCore: @unchecked Sendable {
             }
         }
         guard let d else {
-            pool.shutdown(timeoutNanos: 0)
             throw ServerError(
                 description:
                     "cannot listen on \(configuration.host):\(configuration.port) (address in use or not available)"
@@ -143,10 +140,12 @@ final class ServerCore: @unchecked Sendable {
         }
         daemon = d
         boundPort = mg_mhd_bound_port(d)
-        let thread = Thread { [self] in self.watchdogLoop() }
-        thread.name = "mg-watchdog"
-        watchdog = thread
-        thread.start()
+        // Deadlines and disconnects of suspended requests, which libmicrohttpd does not watch.
+        watchdog = Scheduler.shared.repeating(every: .milliseconds(20)) { [self] in
+            let now = monotonicNanos()
+            let contexts = registry.withLock { Array($0.values) }
+            for ctx in contexts { ctx.enforceDeadline(now: now) }
+        }
     }
 
     // MARK: registry of suspended work (deadlines and shutdown)
@@ -159,33 +158,39 @@ final class ServerCore: @unchecked Sendable {
         _ = registry.withLock { $0.removeValue(forKey: ObjectIdentifier(ctx)) }
     }
 
-    private func watchdogLoop() {
-        while !stopWatchdog.load(ordering: .acquiring) {
-            usleep(20_000)
-            let now = monotonicNanos()
-            let contexts = registry.withLock { Array($0.values) }
-            for ctx in contexts { ctx.enforceDeadline(now: now) }
+    /// Called when a request completes: wakes a shutdown that waits for the last one.
+    /// (Sequentially consistent with `waitUntilIdle`: either this sees `stopping` and wakes the waiter,
+    /// or the waiter sees the decrement.)
+    func requestCompleted() {
+        active.subtract(1, ordering: .sequentiallyConsistent)
+        if stopping.load(ordering: .sequentiallyConsistent) { drained.withLock { drained.broadcast() } }
+    }
+
+    /// Waits until no request is active or `deadline` passes (`stopping` is set).
+    private func waitUntilIdle(deadline: UInt64) {
+        _ = drained.withLock {
+            drained.wait(until: { active.load(ordering: .sequentiallyConsistent) == 0 }, deadline: deadline)
         }
     }
 
     func shutdown(grace: Duration) {
         guard let daemon, !stopped else { return }
         stopped = true
+        stopping.store(true, ordering: .sequentiallyConsistent)
         let fd = MHD_quiesce_daemon(daemon)
-        if fd >= 0 { close(fd) }
-        let deadline = monotonicNanos() + grace.nanoseconds
-        while active.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline { usleep(10_000) }
+        if fd >= 0 {
+            do { try Socket.close(fd) } catch { logger.warning("closing the listening socket: \(error)") }
+        }
+        waitUntilIdle(deadline: grace.fromNow)
         let left = registry.withLock { Array($0.values) }
         if !left.isEmpty {
             logger.notice("shutdown grace over; closing \(left.count) open request(s)")
             for ctx in left { ctx.abortForShutdown() }
-            let flushDeadline = monotonicNanos() + 1_000_000_000
-            while active.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline { usleep(10_000) }
+            waitUntilIdle(deadline: Duration.seconds(1).fromNow)
         }
-        stopWatchdog.store(true, ordering: .releasing)
+        watchdog?.cancel()
         MHD_stop_daemon(daemon)
         self.daemon = nil
-        pool.shutdown(timeoutNanos: 2_000_000_000)
     }
 }
 
@@ -309,7 +314,7 @@ enum MHDCallbacks {
         reqCls.pointee = nil
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         ctx.core.unregister(ctx)
-        ctx.core.active.subtract(1, ordering: .relaxed)
+        ctx.core.requestCompleted()
     }
 
     static let headerIterator: MHD_KeyValueIterator = { cls, _, key, value in
@@ -322,7 +327,12 @@ enum MHDCallbacks {
 
     static let streamReader: MHD_ContentReaderCallback = { cls, _, buf, max in
         let stream = Unmanaged<ResponseStream>.fromOpaque(cls!).takeUnretainedValue()
-        return stream.read(into: buf!, max: max)
+        switch stream.read(into: UnsafeMutableRawBufferPointer(start: buf, count: max)) {
+        case .bytes(let n): return n
+        case .suspended: return 0
+        case .end: return Int(mg_mhd_end_of_stream())
+        case .failed: return Int(mg_mhd_end_with_error())
+        }
     }
 
     static let streamFree: MHD_ContentReaderFreeCallback = { cls in
@@ -401,7 +411,7 @@ enum MHDCallbacks {
             return queue(response, ctx, connection)
         }
         if ctx.isDispatched { return .YES }
-        // Body complete: hand the request to a worker, suspended until it answers.
+        // Body complete: hand the request to the handler, suspended until it answers.
         let request = HTTPRequest(
             method: ctx.method, target: ctx.target, version: ctx.version, headers: ctx.headers,
             body: ctx.body,
@@ -409,10 +419,7 @@ enum MHDCallbacks {
         ctx.body = []
         ctx.dispatch()
         MHD_suspend_connection(connection)
-        let handler = core.handler
-        if !handler.handleInline(request, ctx) {
-            core.pool.submit { handler.handle(request, ctx) }
-        }
+        core.handler.handle(request, ctx)
         return .YES
     }
 
@@ -446,7 +453,7 @@ enum MHDCallbacks {
                     raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .stream(let stream):
-            stream.attach(connection)
+            stream.attach(MHDStreamTransport(connection))
             ctx.stream = stream
             ctx.core.register(ctx)
             mhdResponse = MHD_create_response_from_callback(
@@ -471,4 +478,20 @@ enum MHDCallbacks {
         }
         return result
     }
+}
+
+/// Parks and wakes a libmicrohttpd connection for a ``ResponseStream`` (always called with the stream's
+/// lock held, see ``StreamTransport``).
+final class MHDStreamTransport: StreamTransport, @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let socket: Int32
+
+    init(_ connection: OpaquePointer) {
+        self.connection = connection
+        self.socket = mg_mhd_connection_fd(connection)
+    }
+
+    func suspend() { MHD_suspend_connection(connection) }
+    func resume() { MHD_resume_connection(connection) }
+    func peerClosed() -> Bool { socket >= 0 && Socket.peerClosed(socket) }
 }

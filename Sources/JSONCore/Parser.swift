@@ -14,6 +14,53 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     public var description: String { "\(message) at byte \(offset)" }
 }
 
+/// What the one JSON parser builds: ``JSON`` (numbers as `Int64`/`Double`, duplicate keys last-wins)
+/// or ``RawJSON`` (numbers as written, members in order with duplicates kept). Internal: the parser is
+/// specialized for each inside this module.
+protocol JSONRepresentation {
+    associatedtype Members
+    static var null: Self { get }
+    static func bool(_ value: Bool) -> Self
+    static func string(_ value: String) -> Self
+    static func array(_ elements: [Self]) -> Self
+    static func object(_ members: Members) -> Self
+    /// An empty member list.
+    static func members() -> Members
+    /// Adds one member as the document gives it.
+    static func add(_ key: String, _ value: Self, to members: inout Members)
+    /// A number from its (grammatically valid) text; nil when it cannot be represented.
+    static func number(_ text: UnsafeBufferPointer<UInt8>, isInteger: Bool) -> Self?
+}
+
+extension JSON: JSONRepresentation {
+    static func members() -> JSONObject { JSONObject() }
+
+    static func add(_ key: String, _ value: JSON, to object: inout JSONObject) {
+        if object.index(of: key) != nil {
+            object[key] = value
+        } else {
+            object.appendUnchecked(key, value)
+        }
+    }
+
+    static func number(_ text: UnsafeBufferPointer<UInt8>, isInteger: Bool) -> JSON? {
+        if isInteger, text.count <= 18 {
+            var value: Int64 = 0
+            var i = 0
+            let negative = text[0] == UInt8(ascii: "-")
+            if negative { i = 1 }
+            while i < text.count {
+                value = value * 10 + Int64(text[i] - UInt8(ascii: "0"))
+                i += 1
+            }
+            return .int(negative ? -value : value)
+        }
+        let string = String(decoding: text, as: UTF8.self)
+        if isInteger, let value = Int64(string) { return .int(value) }
+        return Double(string).map { .double($0) }
+    }
+}
+
 extension JSON {
     /// The default nesting limit: deeper documents are rejected with an error, never a stack overflow.
     public static let defaultMaxDepth = 512
@@ -23,7 +70,7 @@ extension JSON {
     public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSON
     {
         try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSON in
-            var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+            var parser = JSONParser<JSON>(buffer: buffer, maxDepth: maxDepth)
             return try parser.parseDocument()
         }
     }
@@ -33,7 +80,7 @@ extension JSON {
         var text = text
         let result = text.withUTF8 { buffer in
             Result { () throws(JSONParseError) -> JSON in
-                var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+                var parser = JSONParser<JSON>(buffer: buffer, maxDepth: maxDepth)
                 return try parser.parseDocument()
             }
         }
@@ -46,7 +93,7 @@ extension JSON {
     ) throws(JSONParseError) -> JSON {
         let contiguous = bytes.withContiguousStorageIfAvailable { buffer in
             Result { () throws(JSONParseError) -> JSON in
-                var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+                var parser = JSONParser<JSON>(buffer: buffer, maxDepth: maxDepth)
                 return try parser.parseDocument()
             }
         }
@@ -58,7 +105,7 @@ extension JSON {
     public static func parse(
         buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth
     ) throws(JSONParseError) -> JSON {
-        var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+        var parser = JSONParser<JSON>(buffer: buffer, maxDepth: maxDepth)
         return try parser.parseDocument()
     }
 }
@@ -72,13 +119,15 @@ extension JSON {
         _ body: (JSON, UnsafeBufferPointer<UInt8>) throws -> Void
     ) throws {
         try bytes.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+            var parser = JSONParser<JSON>(buffer: buffer, maxDepth: maxDepth)
             try parser.forEachElement(body)
         }
     }
 }
 
-private struct JSONParser {
+/// The one JSON parser (RFC 8259: strict grammar, UTF-8 validated, `\u` escapes with surrogate pairs,
+/// nesting limited), building whichever representation `Value` is.
+struct JSONParser<Value: JSONRepresentation> {
     let buffer: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
     var pos = 0
@@ -105,7 +154,7 @@ private struct JSONParser {
         }
     }
 
-    mutating func forEachElement(_ body: (JSON, UnsafeBufferPointer<UInt8>) throws -> Void) throws {
+    mutating func forEachElement(_ body: (Value, UnsafeBufferPointer<UInt8>) throws -> Void) throws {
         skipWhitespace()
         guard pos < buffer.count, buffer[pos] == UInt8(ascii: "[") else {
             throw error("Expected a JSON array")
@@ -134,7 +183,7 @@ private struct JSONParser {
         if pos != buffer.count { throw error("Unexpected data after the JSON value") }
     }
 
-    mutating func parseDocument() throws(JSONParseError) -> JSON {
+    mutating func parseDocument() throws(JSONParseError) -> Value {
         skipWhitespace()
         let value = try parseValue()
         skipWhitespace()
@@ -142,7 +191,7 @@ private struct JSONParser {
         return value
     }
 
-    mutating func parseValue() throws(JSONParseError) -> JSON {
+    mutating func parseValue() throws(JSONParseError) -> Value {
         guard pos < buffer.count else { throw error("Unexpected end of input, expected a value") }
         switch buffer[pos] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -179,10 +228,10 @@ private struct JSONParser {
         if depth > maxDepth { throw error("Nesting deeper than \(maxDepth) levels") }
     }
 
-    mutating func parseObject() throws(JSONParseError) -> JSON {
+    mutating func parseObject() throws(JSONParseError) -> Value {
         try enter()
         pos += 1
-        var object = JSONObject()
+        var object = Value.members()
         skipWhitespace()
         if pos < buffer.count, buffer[pos] == UInt8(ascii: "}") {
             pos += 1
@@ -201,11 +250,7 @@ private struct JSONParser {
             pos += 1
             skipWhitespace()
             let value = try parseValue()
-            if object.index(of: key) != nil {
-                object[key] = value
-            } else {
-                object.appendUnchecked(key, value)
-            }
+            Value.add(key, value, to: &object)
             skipWhitespace()
             guard pos < buffer.count else { throw error("Unexpected end of input in object") }
             let byte = buffer[pos]
@@ -218,10 +263,10 @@ private struct JSONParser {
         return .object(object)
     }
 
-    mutating func parseArray() throws(JSONParseError) -> JSON {
+    mutating func parseArray() throws(JSONParseError) -> Value {
         try enter()
         pos += 1
-        var array: [JSON] = []
+        var array: [Value] = []
         skipWhitespace()
         if pos < buffer.count, buffer[pos] == UInt8(ascii: "]") {
             pos += 1
@@ -369,7 +414,7 @@ private struct JSONParser {
         }
     }
 
-    mutating func parseNumber() throws(JSONParseError) -> JSON {
+    mutating func parseNumber() throws(JSONParseError) -> Value {
         let start = pos
         var isInteger = true
         if buffer[pos] == UInt8(ascii: "-") { pos += 1 }
@@ -395,21 +440,10 @@ private struct JSONParser {
             guard pos < buffer.count, isDigit(buffer[pos]) else { throw error("Expected digit in exponent") }
             while pos < buffer.count, isDigit(buffer[pos]) { pos += 1 }
         }
-        if isInteger, pos - start <= 18 {
-            var value: Int64 = 0
-            var i = start
-            let negative = buffer[i] == UInt8(ascii: "-")
-            if negative { i += 1 }
-            while i < pos {
-                value = value * 10 + Int64(buffer[i] - UInt8(ascii: "0"))
-                i += 1
-            }
-            return .int(negative ? -value : value)
-        }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<pos]), as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .int(value) }
-        guard let value = Double(text) else { throw error("Invalid number", at: start) }
-        return .double(value)
+        guard
+            let value = Value.number(UnsafeBufferPointer(rebasing: buffer[start..<pos]), isInteger: isInteger)
+        else { throw error("Invalid number", at: start) }
+        return value
     }
 
     @inline(__always) func isDigit(_ byte: UInt8) -> Bool {

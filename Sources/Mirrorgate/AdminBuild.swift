@@ -1,6 +1,7 @@
 import AlgoliaGateway
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import SearchEngine
 import Synchronization
@@ -28,7 +29,7 @@ enum AdminBuild {
     /// Handles the route (called inline on the polling thread; returns at once).
     static func handle(router: Router, request: HTTPRequest, out: any Responder) {
         let path = request.path
-        let name = FormDecoding.percentDecode(path.dropFirst(prefix.count).dropLast("/build".count))
+        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/build".count))
         let target = request.target
         func fail(_ status: Int, _ message: String) {
             out.respond(router.errorResponse(status, message, target: target))

@@ -2,7 +2,8 @@ import AlgoliaGateway
 import Dispatch
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import SearchEngine
@@ -96,7 +97,7 @@ final class AlgoliaFrontend: Sendable {
             return
         }
         let first = mirrors.mirrors[mirrored[0]]!.settings
-        let requested = request.headers["X-Mirrorgate-Strategy"].flatMap {
+        let requested = request.headers[MirrorgateHeader.strategy].flatMap {
             MirrorSettings.Strategy(rawValue: $0)
         }
         let wantsStream =
@@ -130,7 +131,7 @@ final class AlgoliaFrontend: Sendable {
             }
             if strategy != .fallbackOnFailure {
                 let wait = strategy == .preventive ? first.preventiveDelay : first.offlineFallbackTimeout
-                DispatchQueue.global().asyncAfter(deadline: .now() + wait.seconds) { [self] in
+                Scheduler.shared.schedule(after: wait) { [self] in
                     if !race.isAnswered { answerLocally(request, route, race) }
                 }
             }
@@ -207,7 +208,7 @@ final class AlgoliaFrontend: Sendable {
             return
         }
         let reachable = forwarder?.reachability.isReachable ?? false
-        let strategy = request.headers["X-Mirrorgate-Strategy"].flatMap {
+        let strategy = request.headers[MirrorgateHeader.strategy].flatMap {
             MirrorSettings.Strategy(rawValue: $0)
         }
         func isLocal(_ part: JSON) -> Bool {
@@ -239,7 +240,7 @@ final class AlgoliaFrontend: Sendable {
             return
         }
         let remoteNames = remoteIdx.compactMap { parts[$0]["indexName"]?.stringValue }
-        let capture = CaptureResponder { response in
+        let capture = CaptureResponder(streamRefusal: tooLargeToCapture) { response in
             merger.fill(remoteIdx, response: response, origin: "remote")
         }
         forward(
@@ -269,7 +270,7 @@ final class AlgoliaFrontend: Sendable {
         let stream = ResponseStream(timeout: timeout)
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/x-ndjson")
-        headers.add("X-Mirrorgate-Origin", reachable ? "remote" : "local")
+        headers.add(MirrorgateHeader.origin, reachable ? "remote" : "local")
         headers.add("Cache-Control", "no-store")
         out.respond(HTTPResponse(status: 200, headers: headers, body: .stream(stream)))
         let state = PreventiveState(stream: stream)
@@ -290,7 +291,7 @@ final class AlgoliaFrontend: Sendable {
             }
             return
         }
-        let capture = CaptureResponder { response in
+        let capture = CaptureResponder(streamRefusal: tooLargeToCapture) { response in
             var line: [UInt8]
             if case .bytes(let body) = response.body, (200..<300).contains(response.status) {
                 line = body
@@ -318,43 +319,18 @@ final class AlgoliaFrontend: Sendable {
         forward(
             request, capture, mirrored: mirrored, tag: true, isCancelled: { stream.isClosed },
             onUnavailable: { state.remote(unavailable.serializedBytes() + [0x0A]) })
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay.seconds) { [self] in
+        Scheduler.shared.schedule(after: delay) { [self] in
             guard state.delayExpired() else { return }
             pool.submit { state.local(localLine()) }
         }
     }
 }
 
-/// Lets only the first of several racing answers through.
-final class FirstWins: Responder, Sendable {
-    private let inner: any Responder
-    private let answered = Atomic<Bool>(false)
-    init(_ inner: any Responder) { self.inner = inner }
-    var isAnswered: Bool { answered.load(ordering: .acquiring) }
-    func respond(_ response: HTTPResponse) -> Bool {
-        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
-        return inner.respond(response)
-    }
-}
-
-/// Receives a response as a value (a whole body; a streamed one is refused).
-final class CaptureResponder: Responder, Sendable {
-    private let body: @Sendable (HTTPResponse) -> Void
-    init(_ body: @escaping @Sendable (HTTPResponse) -> Void) { self.body = body }
-    func respond(_ response: HTTPResponse) -> Bool {
-        if case .stream(let s) = response.body {
-            s.finish()
-            body(
-                HTTPResponse(
-                    status: 424,
-                    body: .bytes(
-                        Array(#"{"message":"remote answer too large for a preventive stream"}"#.utf8))))
-            return false
-        }
-        body(response)
-        return true
-    }
-}
+/// What a capture gets instead of a streamed remote answer (a preventive stream or a split call needs the
+/// whole body).
+let tooLargeToCapture = HTTPResponse(
+    status: 424,
+    body: .bytes(Array(#"{"message":"remote answer too large for a preventive stream"}"#.utf8)))
 
 /// The order of a preventive stream: remote alone if it comes before the delay; else the local line
 /// at the delay, then the remote line (or its error); then the end.
@@ -470,7 +446,7 @@ final class Merger: Sendable {
         ]
         var response = HTTPResponse.json(200, "")
         response.body = .bytes(envelope.serializedBytes())
-        response.headers.set("X-Mirrorgate-Origin", finished.anyLocal ? "local" : "remote")
+        response.headers.set(MirrorgateHeader.origin, finished.anyLocal ? "local" : "remote")
         out.respond(response)
     }
 }

@@ -1,6 +1,8 @@
 import AlgoliaGateway
 import Foundation
 import GatewayConfig
+import GatewaySupport
+import HTTPCore
 import HTTPServer
 import JSONCore
 import Logging
@@ -54,7 +56,12 @@ public final class Gateway: Sendable {
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
-        let loop = CurlLoop(threads: 2)
+        let loop: CurlLoop
+        do {
+            loop = try CurlLoop(threads: 2)
+        } catch {
+            throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
+        }
         var algolia: AlgoliaForwarder?
         let hosts = configuration.algolia.effectiveHosts
         if !hosts.isEmpty {
@@ -139,15 +146,14 @@ public final class Gateway: Sendable {
             host: configuration.server.listen.host, port: configuration.server.listen.port,
             maxBodySize: configuration.server.maxBodySize,
             maxConnections: configuration.server.maxConnections,
-            requestTimeout: configuration.server.requestTimeout,
-            workerThreads: 16, pollingThreads: 2)
+            requestTimeout: configuration.server.requestTimeout, pollingThreads: 2)
         let accessLogger = Logger(label: "mirrorgate.access")
         server = try Server(
             configuration: serverConfig, handler: router,
             errors: { status, message, target in router.errorResponse(status, message, target: target) },
             observer: { method, target, status, headers, nanos in
                 let route = router.routeName(target)
-                let origin = headers["X-Mirrorgate-Origin"] ?? "none"
+                let origin = headers[MirrorgateHeader.origin] ?? "none"
                 metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
                 if accessLogger.logLevel <= .info {
                     var path = Substring(target)

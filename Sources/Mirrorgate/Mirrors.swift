@@ -1,6 +1,7 @@
 import AlgoliaGateway
 import Foundation
 import GatewayConfig
+import GatewaySupport
 import JSONCore
 import Logging
 import SearchEngine
@@ -22,7 +23,8 @@ final class MirrorCoordinator: Sendable {
     private let reachability: ReachabilityTracker?
     private let events: EventBus
     private let logger: Logger
-    private let stopped = Atomic<Bool>(false)
+    /// The scheduler's periodic check, cancelled by `stop`.
+    private let ticker = Mutex<ScheduledWork?>(nil)
 
     init(
         configuration: MirrorgateConfiguration, store: IndexStore?, state: DatabasePool?,
@@ -49,13 +51,7 @@ final class MirrorCoordinator: Sendable {
         checkpoints = try state.map { try SQLiteCheckpoints(pool: $0) }
         var saved: [String: (Double, String)] = [:]
         if let state {
-            try state.write { db in
-                try db.execute(
-                    """
-                    CREATE TABLE IF NOT EXISTS mg_mirror_state (
-                        name TEXT PRIMARY KEY, last_success REAL, fingerprint TEXT)
-                    """)
-            }
+            try Self.migrator.migrate(state)
             try state.read { db in
                 for row in try db.query("SELECT name, last_success, fingerprint FROM mg_mirror_state") {
                     if let n = row[0].string { saved[n] = (row[1].double ?? 0, row[2].string ?? "") }
@@ -100,28 +96,37 @@ final class MirrorCoordinator: Sendable {
         mirrors = built
     }
 
-    /// Starts the scheduler thread (checks every 250 ms what is due), and syncs every mirror whose last
-    /// run failed as soon as the upstream is reachable again.
+    /// The coordinator's table in `state.sqlite` (the last successful sync of each mirror); the first
+    /// migration accepts the table of releases before migrations.
+    static let migrator = Migrator(
+        table: "mg_migrations_mirror_state",
+        [
+            Migration(
+                "1-mirror-state",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS mg_mirror_state (
+                        name TEXT PRIMARY KEY, last_success REAL, fingerprint TEXT)
+                    """)
+        ])
+
+    /// Starts the scheduler (a timer that checks every 250 ms what is due; syncs run on threads of their
+    /// own), and syncs every mirror whose last run failed as soon as the upstream is reachable again.
     func start() {
         guard !mirrors.isEmpty, fetcher != nil else { return }
         reachability?.onChange { [self] up in
             guard up else { return }
             for mirror in mirrors.values where mirror.lastRunFailed || mirror.isSyncDue() { launch(mirror) }
         }
-        let thread = Thread { [self] in
-            while !self.stopped.load(ordering: .relaxed) {
-                for mirror in self.mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
-                where mirror.isSyncDue() && (self.reachability?.isReachable ?? true) {
-                    self.launch(mirror)
-                }
-                usleep(250_000)
+        let work = Scheduler.shared.repeating(every: .milliseconds(250)) { [self] in
+            for mirror in mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
+            where mirror.isSyncDue() && (reachability?.isReachable ?? true) {
+                launch(mirror)
             }
         }
-        thread.name = "mg-sync-scheduler"
-        thread.start()
+        ticker.withLock { $0 = work }
     }
 
-    func stop() { stopped.store(true, ordering: .relaxed) }
+    func stop() { ticker.withLock { $0?.cancel() } }
 
     /// Starts a sync in the background; false if one is running.
     @discardableResult
@@ -234,18 +239,25 @@ final class EventBus: Sendable {
 final class SQLiteCheckpoints: SyncCheckpointStore {
     private let pool: DatabasePool
 
+    /// The checkpoint tables in `state.sqlite`; the first migration accepts those of releases before
+    /// migrations.
+    static let migrator = Migrator(
+        table: "mg_migrations_sync_checkpoints",
+        [
+            Migration(
+                "1-checkpoint-and-staging",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS mg_sync_checkpoint (
+                        key TEXT PRIMARY KEY, selection INTEGER NOT NULL, cursor TEXT, fetched INTEGER NOT NULL,
+                        pages INTEGER NOT NULL);
+                    CREATE TABLE IF NOT EXISTS mg_sync_staging (
+                        key TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (key, seq));
+                    """)
+        ])
+
     init(pool: DatabasePool) throws {
         self.pool = pool
-        try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS mg_sync_checkpoint (
-                    key TEXT PRIMARY KEY, selection INTEGER NOT NULL, cursor TEXT, fetched INTEGER NOT NULL,
-                    pages INTEGER NOT NULL);
-                CREATE TABLE IF NOT EXISTS mg_sync_staging (
-                    key TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (key, seq));
-                """)
-        }
+        try Self.migrator.migrate(pool)
     }
 
     func resume(_ key: String) -> (checkpoint: SyncCheckpoint, records: [JSON])? {

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import ODataGateway
 
 /// The OData write-path metrics: `mirrorgate_odata_uploaded_total{service}` and
@@ -48,7 +49,7 @@ extension Router {
         let name = String(rest.prefix { $0 != "/" })
         guard name != "services", !name.isEmpty,
             let service = odata.first(where: {
-                $0.settings.name == FormDecoding.percentDecode(Substring(name))
+                $0.settings.name == FormCodec.percentDecode(Substring(name))
             })?
             .service
         else { return false }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataGateway
@@ -100,7 +101,7 @@ extension Router {
                 errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
             return
         }
-        let name = FormDecoding.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
+        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
         guard let service = odata.first(where: { $0.settings.name == name })?.service else {
             out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
             return
@@ -122,7 +123,7 @@ extension Router {
     /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
     func odataUpload(_ request: HTTPRequest, _ out: any Responder) {
         let prefix = "/_mirrorgate/odata/services/"
-        let name = FormDecoding.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
+        let name = FormCodec.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
         guard let service = odata.first(where: { $0.settings.name == name })?.service else {
             out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
             return

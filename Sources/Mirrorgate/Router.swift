@@ -1,7 +1,8 @@
 import AlgoliaGateway
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataGateway
@@ -98,11 +99,6 @@ final class Router: HTTPHandler {
 
     /// Nothing blocks here: forwarding runs on the curl loop and local answers (CPU work) are handed to
     /// the local worker pool, so every request is routed on the polling thread.
-    func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool {
-        handle(request, responder)
-        return true
-    }
-
     func handle(_ request: HTTPRequest, _ responder: any Responder) {
         let origin = request.headers["Origin"]
         let allowed = origin.map { allowedOrigins.contains($0) || allowedOrigins.contains("*") } ?? false
@@ -153,7 +149,7 @@ final class Router: HTTPHandler {
             h.add("Access-Control-Allow-Headers", asked)
         }
         h.add("Access-Control-Max-Age", "600")
-        h.add("Access-Control-Expose-Headers", "X-Mirrorgate-Origin")
+        h.add("Access-Control-Expose-Headers", MirrorgateHeader.origin)
         return HTTPResponse(status: 204, headers: h)
     }
 
@@ -190,7 +186,7 @@ final class Router: HTTPHandler {
         case (_, _) where path.hasPrefix("/_mirrorgate/odata/"):
             odataAdmin(request, out)
         case ("POST", _) where path.hasPrefix("/_mirrorgate/algolia/indices/") && path.hasSuffix("/sync"):
-            let name = FormDecoding.percentDecode(
+            let name = FormCodec.percentDecode(
                 path.dropFirst("/_mirrorgate/algolia/indices/".count).dropLast("/sync".count))
             sync(name, wait: request.queryValue("wait") == "true", target: request.target, out)
         case (_, "/_mirrorgate/health"), (_, "/_mirrorgate/status"):
@@ -276,22 +272,4 @@ func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
     }
     return diff == 0
-}
-
-/// Adds CORS headers for an allowed origin and removes any CORS headers an upstream sent.
-struct CORSResponder: Responder {
-    let inner: any Responder
-    let origin: String?
-
-    func respond(_ response: HTTPResponse) -> Bool {
-        var r = response
-        r.headers.removeAll { $0.lowercased().hasPrefix("access-control-allow-") }
-        r.headers.remove("Access-Control-Expose-Headers")
-        if let origin {
-            r.headers.add("Access-Control-Allow-Origin", origin)
-            r.headers.add("Access-Control-Expose-Headers", "X-Mirrorgate-Origin")
-            r.headers.add("Vary", "Origin")
-        }
-        return inner.respond(r)
-    }
 }

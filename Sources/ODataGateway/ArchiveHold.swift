@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import ODataCore
 import Storage
@@ -21,32 +22,6 @@ public struct ErrorArchiveBusy: Error, CustomStringConvertible {
 }
 
 extension ODataRequestQueue {
-    /// Adds the columns of holds (`_mg_queue.heldBy`, `_mg_ErrorArchive.AffectedEntity`) when missing.
-    static func addHoldColumns(_ db: Database) throws {
-        let queueColumns = try db.query(#"PRAGMA table_info("_mg_queue")"#).compactMap { $0[1].string }
-        if !queueColumns.contains("heldBy") {
-            try db.execute(#"ALTER TABLE "_mg_queue" ADD COLUMN heldBy TEXT"#)
-        }
-        let archiveColumns = try db.query(#"PRAGMA table_info("_mg_ErrorArchive")"#).compactMap {
-            $0[1].string
-        }
-        if !archiveColumns.contains("AffectedEntity") {
-            try db.execute(#"ALTER TABLE "_mg_ErrorArchive" ADD COLUMN AffectedEntity TEXT"#)
-        }
-        // The `OfflineOData.CustomTag` of queued requests (kept while they are queued or archived).
-        try db.execute(
-            #"CREATE TABLE IF NOT EXISTS "_mg_customtag" (requestID TEXT PRIMARY KEY, tag TEXT NOT NULL)"#)
-        // The writer's `Cookie` header of queued requests (replayed with `uploadCredentials: client`).
-        try db.execute(
-            #"CREATE TABLE IF NOT EXISTS "_mg_cookie" (requestID TEXT PRIMARY KEY, cookie TEXT NOT NULL)"#)
-        try db.execute(
-            """
-            CREATE TABLE IF NOT EXISTS "_mg_EventLog" (ID INTEGER PRIMARY KEY AUTOINCREMENT, Type TEXT NOT NULL,
-              Time TEXT NOT NULL, Details TEXT)
-            """)
-        try dropOrphanTags(db)
-    }
-
     /// Appends one entry to the EventLog (the newest 1000 are kept).
     public func logEvent(_ type: String, details: JSON) {
         try? pool.write { db in

@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import ODataCore
 import Storage
@@ -329,7 +330,7 @@ extension ODataService {
             whereSQL = " WHERE " + SQLFragment.joined(conditions.map { "(" + $0 + ")" }, separator: " AND ")
         }
         let from = "FROM (" + ODataArchiveSets.source(set) + #") AS "t0""#
-        let bindings = whereSQL.bindings.map(writeValue)
+        let bindings = whereSQL.bindings.map(SQLValue.init)
         var select: Set<String>?
         if let items = options.select, !items.contains(where: \.isWildcard) {
             select = Set(items.compactMap(\.path.first))

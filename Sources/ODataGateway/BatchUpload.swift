@@ -1,5 +1,7 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 import Upstream
@@ -121,7 +123,11 @@ extension ODataService {
             if status == 500, attempts < 2 {
                 for r in rows { try? queue.countAttempt(r) }
                 attempts += 1
-                Thread.sleep(forTimeInterval: 0.2 * Double(attempts))
+                // The upstream answered (a definite failure, not in doubt): at shutdown, stop here.
+                if !stopSignal.sleep(for: .milliseconds(200 * attempts)) {
+                    try? markAllSent(rows, false)
+                    return (.stop, n)
+                }
                 continue
             }
             let (code, message) = Self.errorDetails(errorBody)
@@ -232,7 +238,7 @@ extension ODataService {
                     set: set, old: key, new: server, stringKey: ODataRequestQueue.unquote(key), in: db)
                 try replaceMirrorKey(db, model: m, layout: layout, old: key, new: server, entity: members)
             } else if keys.count == 1, let literal = Self.parseKeyLiteral(key, keys[0], m.version) {
-                let value = writeValue(m.mapping.binding(for: literal, type: keys[0].type))
+                let value = SQLValue(m.mapping.binding(for: literal, type: keys[0].type))
                 try db.run("DELETE FROM \(q(set)) WHERE \(q(keys[0].name)) = ?", [value])
             }
         }

@@ -1,5 +1,7 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 
@@ -400,7 +402,7 @@ extension ODataService {
             references = local
             return zip(parts, outcomes).map { part, outcome in
                 var response = writeAnswer(outcome, request: request)
-                response.headers.remove("X-Mirrorgate-Origin")
+                response.headers.remove(MirrorgateHeader.origin)
                 return (part.contentID, response)
             }
         } catch let e as LocalReadError {
@@ -480,7 +482,7 @@ extension ODataService {
         func render(_ id: String?, _ r: HTTPResponse) -> String {
             var s = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n"
             if let id { s += "Content-ID: \(id)\r\n" }
-            s += "\r\nHTTP/1.1 \(r.status) \(Self.reason(r.status))\r\n"
+            s += "\r\nHTTP/1.1 \(r.status) \(HTTPStatus.reasonPhrase(r.status))\r\n"
             let bytes = bodyBytes(r)
             for (k, v) in headerPairs(r) where k.lowercased() != "content-length" { s += "\(k): \(v)\r\n" }
             s += "Content-Length: \(bytes.count)\r\n\r\n"
@@ -505,23 +507,5 @@ extension ODataService {
         h.set("Content-Type", "multipart/mixed; boundary=\(boundary)")
         if version == .v4 { h.set("OData-Version", "4.0") } else { h.set("DataServiceVersion", "2.0") }
         return HTTPResponse(status: version == .v2 ? 202 : 200, headers: h, body: .bytes(Array(out.utf8)))
-    }
-
-    static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: return "OK"
-        case 201: return "Created"
-        case 204: return "No Content"
-        case 400: return "Bad Request"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 409: return "Conflict"
-        case 412: return "Precondition Failed"
-        case 424: return "Failed Dependency"
-        case 500: return "Internal Server Error"
-        case 501: return "Not Implemented"
-        case 503: return "Service Unavailable"
-        default: return "Status"
-        }
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 

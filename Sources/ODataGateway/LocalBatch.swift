@@ -1,4 +1,6 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
+import JSONCore
 import ODataCore
 
 /// One read inside a `$batch`.
@@ -100,18 +102,6 @@ enum LocalBatch {
             reads.append(BatchRead(id: r["id"]?.string, method: "GET", url: url, headers: headers))
         }
         return reads
-    }
-
-    static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: return "OK"
-        case 204: return "No Content"
-        case 400: return "Bad Request"
-        case 404: return "Not Found"
-        case 501: return "Not Implemented"
-        case 503: return "Service Unavailable"
-        default: return "Status"
-        }
     }
 }
 

@@ -1,3 +1,5 @@
+import HTTPCore
+import JSONCore
 import ODataCore
 import Storage
 
@@ -494,17 +496,7 @@ private struct Context {
     mutating func count(_ scope: Scope, options: ODataQueryOptions) throws(LocalReadError) -> Int {
         let w = try whereClause(scope, options)
         let sql = "SELECT COUNT(*) FROM \(q(scope.layout.set.name)) AS \"t0\" WHERE " + w.sql
-        return try self.sql { try db.scalar(sql, w.bindings.map(Self.value))?.int ?? 0 }
-    }
-
-    static func value(_ b: SQLBinding) -> SQLValue {
-        switch b {
-        case .null: return .null
-        case .integer(let i): return .integer(i)
-        case .real(let d): return .real(d)
-        case .text(let t): return .text(t)
-        case .blob(let b): return .blob(b)
-        }
+        return try self.sql { try db.scalar(sql, w.bindings.map(SQLValue.init))?.int ?? 0 }
     }
 
     /// Rows of `scope` with options applied; `paging` is (offset into the result, page size).
@@ -548,7 +540,7 @@ private struct Context {
         var sql =
             "SELECT \"t0\".* FROM \(q(scope.layout.set.name)) AS \"t0\" WHERE " + w.sql + " ORDER BY "
             + order.joined(separator: ", ")
-        var bindings = (w.bindings + orderBindings).map(Self.value)
+        var bindings = (w.bindings + orderBindings).map(SQLValue.init)
         // One extra row tells whether another page follows.
         sql += " LIMIT ? OFFSET ?"
         bindings.append(.integer(Int64(limit.map { $0 + (pageLimited ? 1 : 0) } ?? -1)))
@@ -606,7 +598,7 @@ private struct Context {
                 for j in mapping.joins {
                     parts.append((j.targetColumn, entry.row[j.sourceColumn] ?? .null))
                 }
-                let bound = parts.map { ($0.0, Self.binding($0.1)) }
+                let bound = parts.map { ($0.0, SQLBinding($0.1)) }
                 scope = Scope(
                     layout: target,
                     condition: { a in
@@ -668,16 +660,6 @@ private struct Context {
         }
     }
 
-    static func binding(_ v: SQLValue) -> SQLBinding {
-        switch v {
-        case .null: return .null
-        case .integer(let i): return .integer(i)
-        case .real(let d): return .real(d)
-        case .text(let t): return .text(t)
-        case .blob(let b): return .blob(b)
-        }
-    }
-
     // MARK: serialization
 
     func keyPredicate(_ e: Entry) -> String {
@@ -715,22 +697,12 @@ private struct Context {
             default: return "null"
             }
         }
-        if keys.count == 1 { return "(" + percentEncodePath(literal(keys[0])) + ")" }
-        return "(" + keys.map { $0.name + "=" + percentEncodePath(literal($0)) }.joined(separator: ",") + ")"
-    }
-
-    func percentEncodePath(_ s: String) -> String {
-        var out = ""
-        for b in s.utf8 {
-            switch b {
-            case 48...57, 65...90, 97...122, 45, 46, 95, 126, 39, 40, 41, 44, 58, 61, 43, 64, 33, 36, 42, 59:
-                out.append(Character(Unicode.Scalar(b)))
-            default:
-                let hex = Array("0123456789ABCDEF")
-                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
-            }
+        if keys.count == 1 {
+            return "(" + FormCodec.percentEncode(literal(keys[0]), keeping: .pathSegment) + ")"
         }
-        return out
+        return "("
+            + keys.map { $0.name + "=" + FormCodec.percentEncode(literal($0), keeping: .pathSegment) }.joined(
+                separator: ",") + ")"
     }
 
     func convert(_ value: RawJSON, type: EdmPrimitiveType?) -> RawJSON {
@@ -802,7 +774,7 @@ extension Context {
     func exists(_ scope: Scope) throws(LocalReadError) -> Bool {
         let condition = scope.condition("src")
         let sql = "SELECT 1 FROM \(q(scope.layout.set.name)) AS \"src\" WHERE " + condition.sql + " LIMIT 1"
-        return try self.sql { try db.scalar(sql, condition.bindings.map(Self.value)) } != nil
+        return try self.sql { try db.scalar(sql, condition.bindings.map(SQLValue.init)) } != nil
     }
 
     /// `(alias.k1, alias.k2)` over the target key columns.
@@ -840,7 +812,7 @@ extension Context {
         let sql =
             "SELECT 1 FROM \(q(sourceSet)) AS \"src\" WHERE " + check.sql + " AND NOT "
             + Self.linksKnown(link, source: "src") + " LIMIT 1"
-        if try self.sql({ try db.scalar(sql, check.bindings.map(Self.value)) }) != nil {
+        if try self.sql({ try db.scalar(sql, check.bindings.map(SQLValue.init)) }) != nil {
             throw Self.unknownLinks(link)
         }
         let sourceKeys = link.sourceKey.map(\.name)
@@ -865,12 +837,12 @@ extension Context {
     func linkScope(_ link: MirrorLinkNavigation, fromRow row: Row) throws(LocalReadError) -> Scope {
         guard let target = m.layouts[link.targetSet] else { throw Self.unknownLinks(link) }
         let keys: [(String, SQLBinding)] = link.sourceKey.map {
-            (MirrorLinkNavigation.sourceColumn($0.name), Self.binding(row[$0.name] ?? .null))
+            (MirrorLinkNavigation.sourceColumn($0.name), SQLBinding(row[$0.name] ?? .null))
         }
         let probe =
             "SELECT 1 FROM \(q(link.table)) WHERE "
             + keys.map { "\(q($0.0)) = ?" }.joined(separator: " AND ") + " LIMIT 1"
-        let values = keys.map { Self.value($0.1) }
+        let values = keys.map { SQLValue($0.1) }
         if try self.sql({ try db.scalar(probe, values) }) == nil { throw Self.unknownLinks(link) }
         let targetKeys = link.targetKey.map(\.name)
         return Scope(

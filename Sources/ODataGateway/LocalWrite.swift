@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import ODataCore
 import Storage
@@ -570,13 +571,29 @@ extension ODataService {
     }
 }
 
-/// The storage value of a translator binding.
-func writeValue(_ b: SQLBinding) -> SQLValue {
-    switch b {
-    case .null: return .null
-    case .integer(let i): return .integer(i)
-    case .real(let d): return .real(d)
-    case .text(let t): return .text(t)
-    case .blob(let b): return .blob(b)
+/// The one conversion between the translator's bindings (ODataCore knows no storage) and storage values.
+extension SQLValue {
+    /// The storage value of a translator binding.
+    init(_ binding: SQLBinding) {
+        switch binding {
+        case .null: self = .null
+        case .integer(let i): self = .integer(i)
+        case .real(let d): self = .real(d)
+        case .text(let t): self = .text(t)
+        case .blob(let b): self = .blob(b)
+        }
+    }
+}
+
+extension SQLBinding {
+    /// The translator binding of a storage value.
+    init(_ value: SQLValue) {
+        switch value {
+        case .null: self = .null
+        case .integer(let i): self = .integer(i)
+        case .real(let d): self = .real(d)
+        case .text(let t): self = .text(t)
+        case .blob(let b): self = .blob(b)
+        }
     }
 }

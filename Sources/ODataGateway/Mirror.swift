@@ -55,7 +55,7 @@ public struct MirrorModel: Sendable {
         for kv in key.values {
             let t = model.property(named: kv.name, in: layout.entityType)?.type
             parts.append("\(q(kv.name)) = ?")
-            values.append(writeValue(mapping.binding(for: kv.value, type: t)))
+            values.append(SQLValue(mapping.binding(for: kv.value, type: t)))
         }
         return (parts.joined(separator: " AND "), values)
     }
@@ -100,15 +100,7 @@ public final class ODataMirror: Sendable {
     public init(path: String, encryption: StoreEncryption? = nil) throws {
         pool = try DatabasePool(
             path: path, options: DatabaseOptions(synchronous: .normal, encryption: encryption), readers: 4)
-        try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
-                CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
-                  query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
-                  PRIMARY KEY (request, entitySet));
-                """)
-        }
+        try Self.migrator.migrate(pool)
         if let bytes = try pool.read({ db in
             try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)
         }
@@ -119,6 +111,21 @@ public final class ODataMirror: Sendable {
             }
         }
     }
+
+    /// The mirror's own tables (entity and link tables follow the model, see ``install(metadata:)``).
+    /// The first migration accepts the tables of releases before migrations (created if missing).
+    static let migrator = Migrator(
+        table: "_mg_migrations_mirror",
+        [
+            Migration(
+                "1-meta-and-scope",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
+                    CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
+                      query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
+                      PRIMARY KEY (request, entitySet));
+                    """)
+        ])
 
     /// The loaded model, if `$metadata` was ever stored.
     public var model: MirrorModel? { current.withLock { $0 } }
@@ -405,26 +412,9 @@ public final class ODataMirror: Sendable {
     static func isoFromMillis(_ ms: Int64, utc: Bool) -> String {
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         let fraction = ms - seconds * 1000
-        var days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
-        var rest = seconds - days * 86400
-        let hour = rest / 3600
-        rest %= 3600
-        days += 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let doe = days - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func pad(_ v: Int64, _ w: Int) -> String {
-            let t = String(v)
-            return String(repeating: "0", count: max(0, w - t.count)) + t
-        }
-        var text =
-            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(hour, 2)):\(pad(rest / 60, 2)):\(pad(rest % 60, 2))"
-        if fraction != 0 { text += "." + pad(fraction, 3) }
+        let (date, rest) = CivilDate.split(secondsSince1970: seconds)
+        var text = date.iso + "T" + CivilDate.clock(rest)
+        if fraction != 0 { text += "." + CivilDate.pad(fraction, 3) }
         return utc ? text + "Z" : text
     }
 }

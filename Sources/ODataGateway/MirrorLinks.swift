@@ -1,3 +1,4 @@
+import JSONCore
 import ODataCore
 import Storage
 import Synchronization

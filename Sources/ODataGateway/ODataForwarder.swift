@@ -1,4 +1,5 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataCore
@@ -9,8 +10,28 @@ import Upstream
 /// OData version of a service (ODataCore's), re-exported for the assembly.
 public typealias ODataVersion = ODataCore.ODataVersion
 
-/// OData error bodies in each version's JSON format.
-public enum ODataError {
+/// An error of an OData service in its version's JSON format (and version header).
+public struct ODataError: GatewayError, Sendable {
+    /// The HTTP status.
+    public var status: Int
+    /// The OData error code.
+    public var code: String
+    /// The message for the client.
+    public var message: String
+    /// The version whose format the body takes.
+    public var version: ODataVersion
+
+    /// An error with its status, code, message and version.
+    public init(_ status: Int, code: String, _ message: String, version: ODataVersion) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.version = version
+    }
+
+    /// The error as a response.
+    public func response() -> HTTPResponse { Self.response(status, code: code, message, version: version) }
+
     /// V4 `{"error":{"code","message"}}` or V2 `{"error":{"code","message":{"lang","value"}}}`.
     public static func response(_ status: Int, code: String, _ message: String, version: ODataVersion)
         -> HTTPResponse

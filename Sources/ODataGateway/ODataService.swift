@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataCore
@@ -91,17 +92,6 @@ struct DownloadState {
     var stopped = false
 }
 
-/// Adds `X-Mirrorgate-Origin` to every response.
-struct OriginResponder: Responder {
-    let inner: any Responder
-    let origin: String
-    @discardableResult func respond(_ response: HTTPResponse) -> Bool {
-        var r = response
-        r.headers.set("X-Mirrorgate-Origin", origin)
-        return inner.respond(r)
-    }
-}
-
 /// One OData service: its SQLite mirror filled by defining requests (or bootstrap files), the routing of
 /// reads (`onlineFirst`: forwarded while reachable, answered locally when the upstream is down or a
 /// forwarded read cannot reach it; `localFirst`: always local), function imports forwarded (503 with
@@ -128,7 +118,8 @@ public final class ODataService: Sendable {
     let uploadListeners = Mutex<[@Sendable (ODataUploadStats?) -> Void]>([])
     /// The durable request queue (offline writes) and the ErrorArchive.
     public let queue: ODataRequestQueue
-    private let wake = ConditionLock()
+    /// Stopped by `stop`: ends the scheduler's interval wait and any upload backoff at once.
+    let stopSignal = StopSignal()
     /// Called after every download with its outcome (for events).
     private let listeners = Mutex<[@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void]>([])
 
@@ -453,7 +444,7 @@ public final class ODataService: Sendable {
         for (_, r) in answers {
             out +=
                 "--\(boundary)\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
-            out += "HTTP/1.1 \(r.status) \(LocalBatch.reason(r.status))\r\n"
+            out += "HTTP/1.1 \(r.status) \(HTTPStatus.reasonPhrase(r.status))\r\n"
             for (k, v) in r.headers where k.lowercased() != "x-mirrorgate-origin" { out += "\(k): \(v)\r\n" }
             let bytes = bodyBytes(r)
             out += "Content-Length: \(bytes.count)\r\n\r\n"
@@ -487,7 +478,7 @@ public final class ODataService: Sendable {
     /// Stops the scheduler.
     public func stop() {
         state.withLock { $0.stopped = true }
-        wake.withLock { wake.broadcast() }
+        stopSignal.stop()
     }
 
     private func schedulerLoop() {
@@ -499,16 +490,8 @@ public final class ODataService: Sendable {
         }
         while true {
             let interval = settings.interval
-            let next = Date().addingTimeInterval(
-                Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
-            state.withLock { $0.nextSyncAt = next }
-            let deadline = monotonicNanos() + UInt64(max(1, next.timeIntervalSinceNow) * 1e9)
-            wake.withLock {
-                while monotonicNanos() < deadline, !(state.withLock { $0.stopped }) {
-                    wake.wait(untilNanos: deadline)
-                }
-            }
-            if state.withLock({ $0.stopped }) { return }
+            state.withLock { $0.nextSyncAt = Date().addingTimeInterval(interval.seconds) }
+            if !stopSignal.sleep(for: max(interval, .seconds(1))) { return }
             if forwarder.reachability.isReachable {
                 if queue.count > 0 { upload(completion: nil) } else { _ = download(completion: nil) }
             }
@@ -718,19 +701,7 @@ public final class ODataService: Sendable {
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
-    static func encodeQuery(_ q: String) -> String {
-        var out = ""
-        for b in q.utf8 {
-            switch b {
-            case 32: out += "%20"
-            case 34, 60, 62, 92, 94, 96, 123, 124, 125, 0..<32, 127...255:
-                let hex = Array("0123456789ABCDEF")
-                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
-            default: out.append(Character(Unicode.Scalar(b)))
-            }
-        }
-        return out
-    }
+    static func encodeQuery(_ q: String) -> String { FormCodec.percentEncode(q, keeping: .url) }
 
     /// Splits one wire entity into its structural properties (stored for `set`) and the entities expanded
     /// inside it (stored for their own sets); the links an expanded navigation without referential

@@ -57,28 +57,8 @@ public final class ODataRequestQueue: Sendable {
     /// Creates the tables when missing and loads the pending counts.
     public init(pool: DatabasePool) throws {
         self.pool = pool
-        try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS "_mg_queue" (id INTEGER PRIMARY KEY AUTOINCREMENT,
-                  entitySet TEXT NOT NULL, method TEXT NOT NULL, url TEXT NOT NULL, body BLOB NOT NULL,
-                  contentType TEXT, authorization TEXT, ifMatch TEXT, localKey TEXT, gatewayRoot TEXT NOT NULL,
-                  requestID TEXT NOT NULL, firstSent TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-                  createdAt TEXT NOT NULL, sentAt TEXT);
-                CREATE TABLE IF NOT EXISTS "_mg_ErrorArchive" (RequestID TEXT PRIMARY KEY, CustomTag TEXT,
-                  HTTPStatusCode INTEGER NOT NULL, Code TEXT, Message TEXT, InnerError TEXT, Domain TEXT,
-                  RequestMethod TEXT NOT NULL, RequestURL TEXT NOT NULL, RequestBody TEXT,
-                  EntitySet TEXT NOT NULL, ArchivedAt TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS "_mg_keymap" (entitySet TEXT NOT NULL, localKey TEXT NOT NULL,
-                  serverKey TEXT NOT NULL, PRIMARY KEY (entitySet, localKey));
-                """)
-            // Columns added after the first release: files created before get them here.
-            let columns = Set(try db.query(#"PRAGMA table_info("_mg_queue")"#).compactMap { $0[1].string })
-            for column in ["changeset", "contentID", "nested"] where !columns.contains(column) {
-                try db.execute(#"ALTER TABLE "_mg_queue" ADD COLUMN "# + column + " TEXT")
-            }
-            try Self.addHoldColumns(db)
-        }
+        try Self.migrator.migrate(pool)
+        try pool.write { db in try Self.dropOrphanTags(db) }
         let counts = try pool.read { db in
             try db.query(#"SELECT entitySet, COUNT(*) FROM "_mg_queue" GROUP BY entitySet"#)
         }
@@ -86,6 +66,42 @@ public final class ODataRequestQueue: Sendable {
             for row in counts { if let s = row[0].string { p[s] = row[1].int ?? 0 } }
         }
     }
+
+    /// The queue's tables in the service's mirror file: the queue, the ErrorArchive, the local-to-server
+    /// key map, holds, custom tags, cookies and the EventLog. The first migration accepts every schema
+    /// the releases before migrations wrote: tables are created when missing and the columns those
+    /// releases added later with `ALTER TABLE` are added when missing, in the same order.
+    static let migrator = Migrator(
+        table: "_mg_migrations_queue",
+        [
+            Migration("1-queue-archive-holds-eventlog") { db in
+                try db.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS "_mg_queue" (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                      entitySet TEXT NOT NULL, method TEXT NOT NULL, url TEXT NOT NULL, body BLOB NOT NULL,
+                      contentType TEXT, authorization TEXT, ifMatch TEXT, localKey TEXT, gatewayRoot TEXT NOT NULL,
+                      requestID TEXT NOT NULL, firstSent TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                      createdAt TEXT NOT NULL, sentAt TEXT);
+                    CREATE TABLE IF NOT EXISTS "_mg_ErrorArchive" (RequestID TEXT PRIMARY KEY, CustomTag TEXT,
+                      HTTPStatusCode INTEGER NOT NULL, Code TEXT, Message TEXT, InnerError TEXT, Domain TEXT,
+                      RequestMethod TEXT NOT NULL, RequestURL TEXT NOT NULL, RequestBody TEXT,
+                      EntitySet TEXT NOT NULL, ArchivedAt TEXT NOT NULL);
+                    CREATE TABLE IF NOT EXISTS "_mg_keymap" (entitySet TEXT NOT NULL, localKey TEXT NOT NULL,
+                      serverKey TEXT NOT NULL, PRIMARY KEY (entitySet, localKey));
+                    """)
+                try db.addMissingColumns(
+                    "_mg_queue",
+                    [("changeset", "TEXT"), ("contentID", "TEXT"), ("nested", "TEXT"), ("heldBy", "TEXT")])
+                try db.addMissingColumns("_mg_ErrorArchive", [("AffectedEntity", "TEXT")])
+                try db.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS "_mg_customtag" (requestID TEXT PRIMARY KEY, tag TEXT NOT NULL);
+                    CREATE TABLE IF NOT EXISTS "_mg_cookie" (requestID TEXT PRIMARY KEY, cookie TEXT NOT NULL);
+                    CREATE TABLE IF NOT EXISTS "_mg_EventLog" (ID INTEGER PRIMARY KEY AUTOINCREMENT,
+                      Type TEXT NOT NULL, Time TEXT NOT NULL, Details TEXT);
+                    """)
+            }
+        ])
 
     /// Number of queued requests.
     public var count: Int { pending.withLock { $0.values.reduce(0, +) } }

@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataCore
@@ -81,7 +82,7 @@ extension ODataService {
             }
             if let retryIn {
                 let delay = retryIn * Double.random(in: 0.8...1.2)
-                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+                Scheduler.shared.schedule(after: .seconds(delay)) { [self] in
                     uploadState.withLock { $0.retryScheduled = false }
                     if queue.count > 0, !(state.withLock { $0.stopped }) { upload(completion: nil) }
                 }
@@ -221,7 +222,11 @@ extension ODataService {
             if status == 500, attempt.attempts < 2 {
                 try? queue.countAttempt(attempt)
                 attempt.attempts += 1
-                Thread.sleep(forTimeInterval: 0.2 * Double(attempt.attempts))
+                // The upstream answered (a definite failure, not in doubt): at shutdown, stop here.
+                if !stopSignal.sleep(for: .milliseconds(200 * attempt.attempts)) {
+                    try? queue.markSent(request, false)
+                    return .stop
+                }
                 continue
             }
             let (code, message) = Self.errorDetails(response.body)
@@ -406,7 +411,7 @@ extension ODataService {
             let newLiteral = Self.parseKeyLiteral(new, keys[0], m.version)
         else { return }
         let keyColumn = q(keys[0].name)
-        let oldValue = writeValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
+        let oldValue = SQLValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
         guard
             let row = try db.query("SELECT \"_json\" FROM \(table) WHERE \(keyColumn) = ?", [oldValue]).first
         else { return }
@@ -418,7 +423,7 @@ extension ODataService {
                         == nil
             }
         } else if let i = properties.firstIndex(where: { $0.0 == keys[0].name }) {
-            let newValue = writeValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
+            let newValue = SQLValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
             switch newValue {
             case .integer(let n): properties[i].1 = .number(String(n))
             case .text(let t): properties[i].1 = .string(t)

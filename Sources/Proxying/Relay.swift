@@ -1,4 +1,5 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import Upstream
 
 /// Header rules for a forwarding hop (RFC 9110 §7.6.1): hop-by-hop fields, and the fields named in

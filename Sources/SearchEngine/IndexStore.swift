@@ -24,27 +24,37 @@ public final class IndexStore: Sendable {
             pool: DatabasePool(path: path, options: DatabaseOptions(encryption: encryption), readers: 2))
     }
 
+    /// The index registry and versions in `search.sqlite` (each version's records live in a table of its
+    /// own, `se_records_<id>`, created with the version); the first migration accepts the tables of
+    /// releases before migrations.
+    static let migrator = Migrator(
+        table: "se_migrations",
+        [
+            Migration(
+                "1-indices-and-versions",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS se_indices (
+                        name TEXT PRIMARY KEY,
+                        active_version INTEGER,
+                        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+                    );
+                    CREATE TABLE IF NOT EXISTS se_versions (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        name TEXT NOT NULL,
+                        settings TEXT NOT NULL,
+                        synonyms TEXT NOT NULL,
+                        record_count INTEGER NOT NULL DEFAULT 0,
+                        complete INTEGER NOT NULL DEFAULT 0,
+                        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+                    );
+                    """)
+        ])
+
     /// Uses an existing pool.
     public init(pool: DatabasePool) throws {
         self.pool = pool
+        try Self.migrator.migrate(pool)
         try pool.write { db in
-            try db.execute(
-                """
-                CREATE TABLE IF NOT EXISTS se_indices (
-                    name TEXT PRIMARY KEY,
-                    active_version INTEGER,
-                    updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
-                );
-                CREATE TABLE IF NOT EXISTS se_versions (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    name TEXT NOT NULL,
-                    settings TEXT NOT NULL,
-                    synonyms TEXT NOT NULL,
-                    record_count INTEGER NOT NULL DEFAULT 0,
-                    complete INTEGER NOT NULL DEFAULT 0,
-                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
-                );
-                """)
             // Remove versions that are neither complete-and-active nor in progress (left by a crash).
             let stale = try db.query(
                 """

@@ -1,6 +1,8 @@
 import CCurl
 import Foundation
+import GatewaySupport
 import Synchronization
+import SystemCalls
 
 /// Receives one transfer's events on the loop thread. Implementations must never block: every
 /// transfer of the process shares that thread.
@@ -30,14 +32,21 @@ public final class CurlLoop: Sendable {
     private let next = Atomic<Int>(0)
 
     /// Starts `threads` loop threads (at least one).
-    public init(name: String = "mg-curl", threads: Int = 2) {
-        self.threads = (0..<max(1, threads)).map { CurlLoopThread(name: "\(name)-\($0)") }
+    public init(name: String = "mg-curl", threads: Int = 2) throws(SystemCallError) {
+        var made: [CurlLoopThread] = []
+        for i in 0..<max(1, threads) { made.append(try CurlLoopThread(name: "\(name)-\(i)")) }
+        self.threads = made
     }
 
     /// Starts `request` on the next loop thread; `sink` gets its events on that thread.
     public func submit(_ request: UpstreamRequest, _ sink: any TransferSink) {
         let i = next.add(1, ordering: .relaxed).oldValue
         threads[Int(UInt(bitPattern: i) % UInt(threads.count))].submit(request, sink)
+    }
+
+    /// The last failed system call of any loop thread (epoll, eventfd), nil when none failed.
+    public var lastSystemError: SystemCallError? {
+        threads.lazy.compactMap { $0.lastSystemError.withLock { $0 } }.first
     }
 
     /// Ends every loop thread: transfers still running finish with `.cancelled`. Waits for the threads.
@@ -59,8 +68,8 @@ final class CurlLoopThread: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
-    private let epfd: Int32
-    private let wakeFD: Int32
+    private let epoll: Epoll
+    private let wake: EventFD
     private let pending = Mutex<[Job]>([])
     private let stopped = Atomic<Bool>(false)
     /// True while the loop thread is (about to be) blocked in `epoll_wait`: only then does a submit
@@ -76,12 +85,12 @@ final class CurlLoopThread: @unchecked Sendable {
     private var nextSweep: UInt64 = 0
 
     /// Starts the loop thread.
-    init(name: String) {
+    init(name: String) throws(SystemCallError) {
         UpstreamClient.globalInit()
+        epoll = try Epoll()
+        wake = try EventFD()
+        try epoll.add(wake.fd, .input)
         multi = curl_multi_init()
-        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        mg_epoll_set(epfd, EPOLL_CTL_ADD, wakeFD, CURL_POLL_IN)
         // Keep enough idle connections for every concurrent transfer (the default cache is sized by the
         // number of easy handles attached, which is small between transfers, so connections were closed
         // and reopened under load).
@@ -105,26 +114,45 @@ final class CurlLoopThread: @unchecked Sendable {
             return
         }
         pending.withLock { $0.append(Job(request: request, sink: sink)) }
-        if sleeping.load(ordering: .acquiring) { mg_eventfd_signal(wakeFD) }
+        if sleeping.load(ordering: .acquiring) { wakeUp() }
     }
 
     /// Ends the loop: transfers still running finish with `.cancelled`. Waits for the thread.
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        mg_eventfd_signal(wakeFD)
+        wakeUp()
         _ = exited.wait(timeout: .now() + 5)
     }
 
-    /// libcurl says which events it wants on a socket: mirror that in the epoll set.
+    /// Wakes the loop thread out of `epoll_wait`. The eventfd cannot fail but for a broken descriptor,
+    /// in which case the loop still wakes within its one-second sweep.
+    private func wakeUp() {
+        do { try wake.signal() } catch { lastSystemError.withLock { $0 = error } }
+    }
+
+    /// The last system call failure of this loop, kept for diagnosis (see ``CurlLoop/lastSystemError``).
+    let lastSystemError = Mutex<SystemCallError?>(nil)
+
+    /// libcurl says which events it wants on a socket: mirror that in the epoll set. A failure is
+    /// returned to libcurl (-1), which fails the transfers on that socket.
     private static let socketCallback: mg_curl_socket_callback = { _, fd, what, userp, _ in
         let loop = Unmanaged<CurlLoopThread>.fromOpaque(userp!).takeUnretainedValue()
-        if what == CURL_POLL_REMOVE {
-            if loop.watched.remove(fd) != nil { mg_epoll_set(loop.epfd, EPOLL_CTL_DEL, fd, 0) }
-        } else if loop.watched.contains(fd) {
-            mg_epoll_set(loop.epfd, EPOLL_CTL_MOD, fd, what)
-        } else {
-            loop.watched.insert(fd)
-            mg_epoll_set(loop.epfd, EPOLL_CTL_ADD, fd, what)
+        var events: Epoll.Events = []
+        if what == CURL_POLL_IN || what == CURL_POLL_INOUT { events.insert(.input) }
+        if what == CURL_POLL_OUT || what == CURL_POLL_INOUT { events.insert(.output) }
+        do throws(SystemCallError) {
+            if what == CURL_POLL_REMOVE {
+                // libcurl may have closed the socket already, which removed it from the set: not an error.
+                if loop.watched.remove(fd) != nil { try? loop.epoll.remove(fd) }
+            } else if loop.watched.contains(fd) {
+                try loop.epoll.modify(fd, events)
+            } else {
+                try loop.epoll.add(fd, events)
+                loop.watched.insert(fd)
+            }
+        } catch {
+            loop.lastSystemError.withLock { $0 = error }
+            return -1
         }
         return 0
     }
@@ -132,7 +160,7 @@ final class CurlLoopThread: @unchecked Sendable {
     /// libcurl's single timer: -1 removes it, otherwise it fires after `ms`.
     private static let timerCallback: mg_curl_timer_callback = { _, ms, userp in
         let loop = Unmanaged<CurlLoopThread>.fromOpaque(userp!).takeUnretainedValue()
-        loop.timerDeadline = ms < 0 ? nil : DispatchTime.now().uptimeNanoseconds + UInt64(ms) * 1_000_000
+        loop.timerDeadline = ms < 0 ? nil : monotonicNanos() + UInt64(ms) * 1_000_000
         return 0
     }
 
@@ -140,7 +168,7 @@ final class CurlLoopThread: @unchecked Sendable {
         var running: Int32 = 0
         let capacity = 128
         var fds = [Int32](repeating: 0, count: capacity)
-        var flags = [Int32](repeating: 0, count: capacity)
+        var events = [UInt32](repeating: 0, count: capacity)
         while !stopped.load(ordering: .relaxed) {
             let jobs = pending.withLock { list -> [Job] in
                 let taken = list
@@ -148,7 +176,7 @@ final class CurlLoopThread: @unchecked Sendable {
                 return taken
             }
             for job in jobs { start(job) }
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = monotonicNanos()
             if let deadline = timerDeadline, deadline <= now {
                 timerDeadline = nil
                 curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
@@ -164,18 +192,27 @@ final class CurlLoopThread: @unchecked Sendable {
             }
             sleeping.store(true, ordering: .sequentiallyConsistent)
             if !pending.withLock({ $0.isEmpty }) { waitMs = 0 }
-            let n = fds.withUnsafeMutableBufferPointer { f in
-                flags.withUnsafeMutableBufferPointer { g in
-                    mg_epoll_wait(epfd, f.baseAddress, g.baseAddress, Int32(capacity), Int32(waitMs))
-                }
+            let n: Int
+            do {
+                n = try epoll.wait(fds: &fds, events: &events, timeoutMs: Int32(waitMs))
+            } catch {
+                // Only a broken epoll descriptor gets here (EINTR is retried): keep the error for the
+                // transfers and do not spin.
+                lastSystemError.withLock { $0 = error }
+                n = 0
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
             guard n > 0 else { continue }
-            for i in 0..<Int(n) {
-                if fds[i] == wakeFD {
-                    mg_eventfd_drain(wakeFD)
+            for i in 0..<n {
+                if fds[i] == wake.fd {
+                    do { try wake.drain() } catch { lastSystemError.withLock { $0 = error } }
                 } else {
-                    curl_multi_socket_action(multi, fds[i], flags[i], &running)
+                    let e = Epoll.Events(rawValue: events[i])
+                    var flags: Int32 = 0
+                    if !e.isDisjoint(with: [.input, .hangup]) { flags |= CURL_CSELECT_IN }
+                    if e.contains(.output) { flags |= CURL_CSELECT_OUT }
+                    if e.contains(.error) { flags |= CURL_CSELECT_ERR }
+                    curl_multi_socket_action(multi, fds[i], flags, &running)
                 }
             }
             drainMessages()
@@ -199,8 +236,8 @@ final class CurlLoopThread: @unchecked Sendable {
         }
         for easy in idleHandles { curl_easy_cleanup(easy) }
         curl_multi_cleanup(multi)
-        close(epfd)
-        close(wakeFD)
+        try? epoll.close()  // at exit: nothing is left to tell
+        try? wake.close()
         exited.signal()
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GatewaySupport
 import Logging
 import Metrics
 import Synchronization
@@ -18,6 +19,8 @@ public final class ReachabilityTracker: Sendable {
         var stopped = false
     }
     private let state = Mutex(State())
+    /// Wakes the probe's backoff wait when the upstream is seen again or the tracker stops.
+    private let wake = StopSignal()
     private let probe: @Sendable () -> Bool
     private let initialBackoff: Duration
     private let maxBackoff: Duration
@@ -62,7 +65,10 @@ public final class ReachabilityTracker: Sendable {
     }
 
     /// Stops background probing (at shutdown).
-    public func stop() { state.withLock { $0.stopped = true } }
+    public func stop() {
+        state.withLock { $0.stopped = true }
+        wake.stop()
+    }
 
     @discardableResult
     private func set(_ reachable: Bool, reason: String = "") -> Bool {
@@ -73,6 +79,7 @@ public final class ReachabilityTracker: Sendable {
             return s.observers
         }
         guard let observers else { return false }
+        if reachable { wake.poke() }
         changes.increment()
         gauge.record(reachable ? 1 : 0)
         if reachable {
@@ -100,15 +107,8 @@ public final class ReachabilityTracker: Sendable {
         var delay = initialBackoff
         while true {
             let jitter = Double.random(in: 0.5...1.0)
-            let sleepNanos = UInt64(Double(delay.nanosecondsClamped) * jitter)
-            let step: UInt64 = 50_000_000
-            var slept: UInt64 = 0
-            while slept < sleepNanos {
-                if state.withLock({ $0.reachable || $0.stopped }) { break }
-                let chunk = min(step, sleepNanos - slept)
-                usleep(UInt32(chunk / 1000))
-                slept += chunk
-            }
+            let pause = Duration.nanoseconds(Int64(Double(delay.nanoseconds) * jitter))
+            wake.wait(for: pause, until: { state.withLock { $0.reachable || $0.stopped } })
             let done = state.withLock { s -> Bool in
                 if s.reachable || s.stopped {
                     s.probing = false
@@ -124,13 +124,5 @@ public final class ReachabilityTracker: Sendable {
             }
             delay = min(delay * 2, maxBackoff)
         }
-    }
-}
-
-extension Duration {
-    var nanosecondsClamped: Int64 {
-        let (s, a) = components
-        if s < 0 { return 0 }
-        return s * 1_000_000_000 + a / 1_000_000_000
     }
 }

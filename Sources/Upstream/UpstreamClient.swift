@@ -1,4 +1,5 @@
 import CCurl
+import GatewaySupport
 import Synchronization
 
 /// One request to an upstream. Headers are sent as given (order kept); the client adds nothing of its
@@ -307,15 +308,6 @@ public final class UpstreamClient: Sendable {
             return true
         }
         if !kept { curl_easy_cleanup(raw) }
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, saturating at zero.
-    public var milliseconds: Int64 {
-        let (s, a) = components
-        if s < 0 { return 0 }
-        return s * 1000 + a / 1_000_000_000_000_000
     }
 }
 

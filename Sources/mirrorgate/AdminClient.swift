@@ -1,5 +1,6 @@
 import Foundation
 import GatewayConfig
+import GatewaySupport
 import JSONCore
 import Synchronization
 import Upstream
@@ -152,31 +153,37 @@ struct AdminClient: Sendable {
 }
 
 /// Events seen, in arrival order (filled by the events thread), and why the stream ended if it did.
-final class EventLog: Sendable {
-    private let entries = Mutex<[(String, JSON)]>([])
-    private let failure = Mutex<CommandFailure?>(nil)
+final class EventLog: @unchecked Sendable {
+    private let lock = ConditionLock()
+    private var entries: [(String, JSON)] = []  // guarded by `lock`
+    private var failure: CommandFailure?  // guarded by `lock`
 
-    func fail(_ error: CommandFailure) { failure.withLock { if $0 == nil { $0 = error } } }
-
-    /// Why the stream failed, if it did.
-    var failed: CommandFailure? { failure.withLock { $0 } }
-
-    func append(_ name: String, _ data: JSON) { entries.withLock { $0.append((name, data)) } }
-
-    /// Takes everything seen since the last call.
-    func drain() -> [(String, JSON)] {
-        entries.withLock { e in
-            let out = e
-            e.removeAll()
-            return out
+    func fail(_ error: CommandFailure) {
+        lock.withLock {
+            if failure == nil { failure = error }
+            lock.broadcast()
         }
     }
-}
 
-extension Duration {
-    /// Seconds as a Double.
-    var inSeconds: Double {
-        let (s, a) = components
-        return Double(s) + Double(a) / 1e18
+    /// Why the stream failed, if it did.
+    var failed: CommandFailure? { lock.withLock { failure } }
+
+    func append(_ name: String, _ data: JSON) {
+        lock.withLock {
+            entries.append((name, data))
+            lock.broadcast()
+        }
+    }
+
+    /// Takes everything seen since the last call, waiting at most `timeout` for something to arrive (or
+    /// for the stream to fail).
+    func drain(waitingAtMost timeout: Duration = .zero) -> [(String, JSON)] {
+        let deadline = timeout.fromNow
+        return lock.withLock {
+            lock.wait(until: { !entries.isEmpty || failure != nil }, deadline: deadline)
+            let out = entries
+            entries.removeAll()
+            return out
+        }
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import GatewayConfig
+import GatewaySupport
+import HTTPCore
 import JSONCore
 
 /// Prints to standard error.
@@ -205,7 +207,7 @@ struct SyncRun {
         for name in names {
             var p = Progress()
             p.before = indices[name]?["lastSuccessfulSyncAt"]?.stringValue
-            let path = "/_mirrorgate/algolia/indices/\(percentEncoded(name))/sync"
+            let path = "/_mirrorgate/algolia/indices/\(FormCodec.percentEncode(name))/sync"
             let (code, body) = try client.call("POST", path, timeout: .seconds(10))
             switch code {
             case 202:
@@ -223,8 +225,8 @@ struct SyncRun {
         var lastPoll = ContinuousClock.now
         painter.paint(progress, targets: targets)
         while progress.values.contains(where: { !$0.isFinished }) {
-            usleep(100_000)
-            for (event, data) in log.drain() {
+            // Woken by the next event, or after 100 ms to repaint the progress.
+            for (event, data) in log.drain(waitingAtMost: .milliseconds(100)) {
                 guard let name = data["index"]?.stringValue, var p = progress[name], !p.isFinished else {
                     continue
                 }
@@ -345,7 +347,7 @@ struct Painter {
     func line(_ name: String, _ p: SyncRun.Progress, target: Int) -> String {
         let barWidth = 30
         let label = name.padding(toLength: width + 2, withPad: " ", startingAt: 0)
-        let elapsed = String(format: "%5.1fs", (ContinuousClock.now - p.started).inSeconds)
+        let elapsed = String(format: "%5.1fs", (ContinuousClock.now - p.started).seconds)
         var bar: String
         switch p.phase {
         case .done(let d):
@@ -358,7 +360,7 @@ struct Painter {
                 bar = String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled)
             } else {
                 // No page-level progress from the gateway: an indeterminate bar that moves.
-                let position = Int((ContinuousClock.now - p.started).inSeconds * 10) % (2 * (barWidth - 6))
+                let position = Int((ContinuousClock.now - p.started).seconds * 10) % (2 * (barWidth - 6))
                 let at = position < barWidth - 6 ? position : 2 * (barWidth - 6) - position
                 bar =
                     String(repeating: ".", count: at) + "======"
@@ -419,7 +421,7 @@ struct Build: ParsableCommand {
             _ = try client.json("GET", "/_mirrorgate/health", timeout: .seconds(10))
             client.followEvents(ready: ready, log: log)
             _ = ready.wait(timeout: .now() + 5)
-            let path = "/_mirrorgate/algolia/indices/\(percentEncoded(index))/build"
+            let path = "/_mirrorgate/algolia/indices/\(FormCodec.percentEncode(index))/build"
             let (code, reply) = try client.call("POST", path, body: .object(body), timeout: .seconds(86400))
             if code == 200, let json = try? JSON.parse(reply) {
                 print(
@@ -433,8 +435,7 @@ struct Build: ParsableCommand {
             }
             print("\(index): still building (the request timed out); waiting for the gateway to finish")
             while true {
-                usleep(200_000)
-                for (event, data) in log.drain()
+                for (event, data) in log.drain(waitingAtMost: .seconds(1))
                 where event == "buildDidFinish" && data["index"]?.stringValue == index {
                     if let error = data["error"]?.stringValue {
                         throw CommandFailure(description: "build of \(index) failed: \(error)")
@@ -457,11 +458,4 @@ struct Build: ParsableCommand {
         }
         return full
     }
-}
-
-/// Percent-encoding of one URL path segment.
-func percentEncoded(_ text: String) -> String {
-    var allowed = CharacterSet.alphanumerics
-    allowed.insert(charactersIn: "-._~")
-    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayConfig
+import HTTPCore
 import JSONCore
 
 /// `mirrorgate upload [--config FILE] [SERVICE ...]`: asks the running gateway to upload the request queue
@@ -32,7 +33,7 @@ struct Upload: ParsableCommand {
         try runtime {
             var failures = 0
             for name in selected {
-                let path = "/_mirrorgate/odata/services/\(percentEncoded(name))/upload?wait=true"
+                let path = "/_mirrorgate/odata/services/\(FormCodec.percentEncode(name))/upload?wait=true"
                 let (status, body) = try client.call("POST", path, timeout: .seconds(600))
                 guard status == 200, let stats = try? JSON.parse(body) else {
                     printError("mirrorgate: upload of \(name) failed: \(status) \(AdminClient.message(body))")

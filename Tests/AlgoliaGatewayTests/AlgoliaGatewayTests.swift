@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import SearchEngine
 import Testing
@@ -152,5 +153,18 @@ import Testing
         #expect(memory.isAccepted(appId: "A", index: "i", key: "k"))
         #expect(!memory.isAccepted(appId: "A", index: "j", key: "k"))
         #expect(!memory.isAccepted(appId: "B", index: "i", key: "k"))
+    }
+}
+
+@Suite struct AlgoliaErrorTests {
+    @Test func anAlgoliaErrorRendersItselfInAlgoliasFormat() throws {
+        let error: any GatewayError = AlgoliaError(404, "Index \"x\" does not exist")
+        let r = error.response()
+        #expect(r.status == 404)
+        guard case .bytes(let body) = r.body else {
+            Issue.record("expected a fixed body")
+            return
+        }
+        #expect(try JSON.parse(body) == ["message": "Index \"x\" does not exist", "status": 404])
     }
 }

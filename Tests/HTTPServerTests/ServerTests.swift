@@ -1,13 +1,19 @@
 import Foundation
+import GatewaySupport
+import HTTPCore
 import Testing
 import Upstream
 
 @testable import HTTPServer
 
-/// A handler whose behaviour each test chooses.
+/// A handler whose behaviour each test chooses; the body may block (it runs on a worker pool, as a
+/// service's blocking work would).
 struct ClosureHandler: HTTPHandler {
+    static let pool = WorkerPool(threads: 8, name: "test-handler")
     let body: @Sendable (HTTPRequest, any Responder) -> Void
-    func handle(_ request: HTTPRequest, _ responder: any Responder) { body(request, responder) }
+    func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        Self.pool.submit { body(request, responder) }
+    }
 }
 
 func startServer(
@@ -16,7 +22,7 @@ func startServer(
 ) throws -> Server {
     try Server(
         configuration: ServerConfiguration(
-            host: "127.0.0.1", port: 0, maxBodySize: maxBody, requestTimeout: timeout, workerThreads: 4),
+            host: "127.0.0.1", port: 0, maxBodySize: maxBody, requestTimeout: timeout),
         handler: ClosureHandler(body: body),
         errors: { status, message, _ in .json(status, #"{"message":"\#(message)","status":\#(status)}"#) })
 }

@@ -1,3 +1,4 @@
+import HTTPCore
 import Testing
 
 @testable import JSONCore
@@ -150,7 +151,7 @@ import Testing
         let text = JSON.formEncode(object)
         #expect(text == "query=a%20b%26c&hitsPerPage=3&facets=%5B%22x%22%2C%22y%22%5D")
         #expect(JSON.parseAlgoliaParams(text) == object)
-        #expect(JSON.percentDecode(Array("%zz%4".utf8)) == "%zz%4")
+        #expect(FormCodec.percentDecode(bytes: Array("%zz%4".utf8), plusAsSpace: true) == "%zz%4")
     }
 }
 
@@ -204,5 +205,29 @@ func randomJSON(_ g: inout SplitMix, depth: Int) -> JSON {
         #expect(slices == [#"{"a":1}"#, #""x""#, "[2,3]"])
         #expect(throws: JSONParseError.self) { try JSON.forEachArrayElement(Array("[1,".utf8)) { _, _ in } }
         #expect(throws: JSONParseError.self) { try JSON.forEachArrayElement(Array("{}".utf8)) { _, _ in } }
+    }
+}
+
+@Suite struct RawJSONTests {
+    @Test func numbersStayAsWrittenAndMembersInOrderWithDuplicates() throws {
+        let raw = try RawJSON.parse(
+            #"{"b":22.00,"a":12345678901234567890,"b":-0.5e+3,"s":"x\u00e9\ud83d\ude00"}"#)
+        #expect(raw.serialized() == #"{"b":22.00,"a":12345678901234567890,"b":-0.5e+3,"s":"xé😀"}"#)
+        #expect(raw.members?.map(\.0) == ["b", "a", "b", "s"])
+        // The same text through the JSON representation: numbers typed, the last duplicate wins.
+        let json = try JSON.parse(#"{"b":22.00,"a":12,"b":-0.5e+3}"#)
+        #expect(json == ["b": -500.0, "a": 12])
+    }
+
+    @Test func theOneParserIsStrictForBothRepresentations() {
+        for bad in ["01", "1.", "-", "1e", #""\ud800""#, "\"a\u{01}b\"", "[1,]", "{", "nul", "[1] 2"] {
+            #expect(throws: RawJSONError.self, "\(bad)") { try RawJSON.parse(bad) }
+            #expect(throws: JSONParseError.self, "\(bad)") { try JSON.parse(bad) }
+        }
+        let deep =
+            String(repeating: "[", count: RawJSON.maxDepth + 1)
+            + String(repeating: "]", count: RawJSON.maxDepth + 1)
+        #expect(throws: RawJSONError.self) { try RawJSON.parse(deep) }
+        #expect((try? JSON.parse(deep)) != nil)  // JSON's own limit is deeper
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
+import JSONCore
 import Logging
 import Storage
 import Testing

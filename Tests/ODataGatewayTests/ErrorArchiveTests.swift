@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import JSONCore
 import Logging
 import ODataCore

@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import Logging
 import Upstream
 
@@ -33,7 +34,7 @@ func makeBootstrappedService(
     let forwarder = ODataForwarder(
         settings: ODataServiceSettings(
             name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: timeout),
-        loop: CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
+        loop: try CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
     var settings = ODataMirrorSettings(
         localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
         bootstrapData: files, interval: .seconds(3600), databasePath: dir + "/mirror.sqlite")

@@ -1,4 +1,5 @@
 import Foundation
+import JSONCore
 import ODataCore
 import Storage
 import Testing

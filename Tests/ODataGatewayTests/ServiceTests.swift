@@ -1,5 +1,6 @@
 import Foundation
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import Logging
 import Testing
 import Upstream
@@ -117,4 +118,25 @@ private func get(_ service: ODataService, _ target: String, headers: HTTPHeaders
     #expect(r.status == 202)
     guard case .bytes(let b) = r.body else { return }
     #expect(String(decoding: b, as: UTF8.self).contains("HTTP/1.1 200 OK"))
+}
+
+@Suite struct ODataErrorTests {
+    @Test func anODataErrorRendersItselfInItsVersionsFormat() {
+        let v4: any GatewayError = ODataGateway.ODataError(
+            404, code: "NotFound", "no such entity", version: .v4)
+        let v2: any GatewayError = ODataGateway.ODataError(
+            404, code: "NotFound", "no such entity", version: .v2)
+        #expect(v4.response().headers["OData-Version"] == "4.0")
+        #expect(v2.response().headers["DataServiceVersion"] == "1.0")
+        guard case .bytes(let b4) = v4.response().body, case .bytes(let b2) = v2.response().body else {
+            Issue.record("expected fixed bodies")
+            return
+        }
+        #expect(
+            String(decoding: b4, as: UTF8.self)
+                == #"{"error":{"code":"NotFound","message":"no such entity"}}"#)
+        #expect(
+            String(decoding: b2, as: UTF8.self)
+                == #"{"error":{"code":"NotFound","message":{"lang":"en","value":"no such entity"}}}"#)
+    }
 }

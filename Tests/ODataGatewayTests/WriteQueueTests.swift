@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import Logging
 import Storage
 import Testing

@@ -1,4 +1,5 @@
-import HTTPServer
+import GatewaySupport
+import HTTPCore
 import Testing
 
 @testable import Proxying

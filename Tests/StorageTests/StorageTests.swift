@@ -329,4 +329,39 @@ struct ThrowMe: Error {}
         try pool.write { try $0.execute("CREATE TABLE t(a); INSERT INTO t VALUES (1);") }
         #expect(try pool.read { try $0.scalar("SELECT a FROM t") } == .integer(1))
     }
+
+    @Test func storesSharingAFileKeepSeparateHistories() throws {
+        let db = try Database(path: ":memory:")
+        let a = Migrator(table: "a_migrations", [Migration("1", sql: "CREATE TABLE a(x)")])
+        let b = Migrator(table: "b_migrations", [Migration("1", sql: "CREATE TABLE b(y)")])
+        #expect(try a.migrate(db) == ["1"])
+        #expect(try b.migrate(db) == ["1"])
+        #expect(try Migrator.appliedNames(db, table: "a_migrations") == ["1"])
+        #expect(try Migrator.appliedNames(db, table: "b_migrations") == ["1"])
+        // A second migration of one store does not disturb the other.
+        let a2 = Migrator(table: "a_migrations", a.migrations + [Migration("2", sql: "CREATE TABLE a2(x)")])
+        #expect(try a2.migrate(db) == ["2"])
+        #expect(try b.migrate(db) == [])
+    }
+
+    @Test func aFirstMigrationAcceptsALegacySchemaWithColumnsAddedLater() throws {
+        let legacy = try Database(path: ":memory:")
+        try legacy.execute("CREATE TABLE q(id INTEGER PRIMARY KEY, a TEXT); ALTER TABLE q ADD COLUMN b TEXT")
+        try legacy.run("INSERT INTO q(a, b) VALUES ('kept', 'too')")
+        let older = try Database(path: ":memory:")
+        try older.execute("CREATE TABLE q(id INTEGER PRIMARY KEY, a TEXT)")
+        let m = Migrator(
+            table: "q_migrations",
+            [
+                Migration("1-adopt") { db in
+                    try db.execute("CREATE TABLE IF NOT EXISTS q(id INTEGER PRIMARY KEY, a TEXT)")
+                    try db.addMissingColumns("q", [("b", "TEXT"), ("c", "TEXT")])
+                }
+            ])
+        for db in [legacy, older, try Database(path: ":memory:")] {
+            #expect(try m.migrate(db) == ["1-adopt"])
+            #expect(try db.columns(of: "q") == ["id", "a", "b", "c"])
+        }
+        #expect(try legacy.scalar("SELECT a || b FROM q") == .text("kepttoo"))
+    }
 }

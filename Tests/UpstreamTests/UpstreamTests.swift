@@ -89,8 +89,8 @@ final class Collect: TransferSink, @unchecked Sendable {
 }
 
 @Suite struct CurlLoopTests {
-    @Test func loopReportsEveryTransferOnce() {
-        let loop = CurlLoop(name: "test-curl")
+    @Test func loopReportsEveryTransferOnce() throws {
+        let loop = try CurlLoop(name: "test-curl")
         defer { loop.stop() }
         let sinks = (0..<8).map { _ in Collect() }
         for sink in sinks {
@@ -169,9 +169,9 @@ final class CancellableSink: TransferSink, @unchecked Sendable {
 }
 
 @Suite struct CancellationTests {
-    @Test func aCancelledTransferEndsLongBeforeItsTimeout() {
+    @Test func aCancelledTransferEndsLongBeforeItsTimeout() throws {
         let silent = SilentListener()
-        let loop = CurlLoop(name: "test-cancel")
+        let loop = try CurlLoop(name: "test-cancel")
         defer { loop.stop() }
         let sink = CancellableSink(cancelAfter: .milliseconds(200))
         let start = ContinuousClock.now

@@ -1,3 +1,5 @@
+import GatewaySupport
+
 /// An ordered list of header fields. Names compare case-insensitively; order and duplicates are kept,
 /// so a forwarded request carries exactly what the client sent.
 public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
@@ -115,7 +117,7 @@ public struct HTTPRequest: Sendable {
     /// Query parameters, percent-decoded (`+` as space), in order.
     public var queryItems: [(name: String, value: String)] {
         guard let query else { return [] }
-        return FormDecoding.pairs(query)
+        return FormCodec.pairs(query)
     }
 
     /// The first query parameter named `name` (exact, case-sensitive).
@@ -136,7 +138,7 @@ public enum RequestPath {
             guard raw.utf8.contains(UInt8(ascii: ".")) || raw.utf8.contains(UInt8(ascii: "%")) else {
                 continue
             }
-            let decoded = FormDecoding.percentDecode(raw)
+            let decoded = FormCodec.percentDecode(raw)
             for piece in decoded.split(
                 omittingEmptySubsequences: false, whereSeparator: { $0 == "/" || $0 == "\\" })
             where piece == "." || piece == ".." {
@@ -144,59 +146,6 @@ public enum RequestPath {
             }
         }
         return nil
-    }
-}
-
-/// Decoding of `application/x-www-form-urlencoded` text.
-public enum FormDecoding {
-    /// Splits `a=b&c=d` into decoded pairs; `+` is a space.
-    public static func pairs(_ text: Substring) -> [(name: String, value: String)] {
-        var result: [(String, String)] = []
-        for part in text.split(separator: "&", omittingEmptySubsequences: true) {
-            if let eq = part.firstIndex(of: "=") {
-                result.append(
-                    (
-                        percentDecode(part[..<eq], plusAsSpace: true),
-                        percentDecode(part[part.index(after: eq)...], plusAsSpace: true)
-                    ))
-            } else {
-                result.append((percentDecode(part, plusAsSpace: true), ""))
-            }
-        }
-        return result
-    }
-
-    /// Percent-decodes `text`; invalid escapes are kept literally; invalid UTF-8 is repaired.
-    public static func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String {
-        if !text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusAsSpace && $0 == UInt8(ascii: "+")) })
-        {
-            return String(text)
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count)
-        var it = Array(text.utf8)[...]
-        while let b = it.popFirst() {
-            if b == UInt8(ascii: "%"), it.count >= 2, let h = hex(it[it.startIndex]),
-                let l = hex(it[it.startIndex + 1])
-            {
-                bytes.append(h << 4 | l)
-                it = it.dropFirst(2)
-            } else if b == UInt8(ascii: "+") && plusAsSpace {
-                bytes.append(0x20)
-            } else {
-                bytes.append(b)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: return c - 48
-        case 65...70: return c - 55
-        case 97...102: return c - 87
-        default: return nil
-        }
     }
 }
 
@@ -252,20 +201,13 @@ public protocol Responder: Sendable {
     @discardableResult func respond(_ response: HTTPResponse) -> Bool
 }
 
-/// The application. Each complete request is first offered to `handleInline` on the polling thread;
-/// what that declines runs in `handle` on a worker thread, where blocking is allowed.
+/// The application. Each complete request is handed to `handle` on the server's polling thread, which
+/// must therefore never block: it answers at once, hands the transfer to another event loop, or submits
+/// blocking work to a `WorkerPool`.
 public protocol HTTPHandler: Sendable {
-    /// Handles `request` on a worker thread and eventually calls `responder.respond` exactly once.
+    /// Handles `request` without blocking and eventually calls `responder.respond` exactly once (from
+    /// any thread).
     func handle(_ request: HTTPRequest, _ responder: any Responder)
-
-    /// Handles `request` on the polling thread if that needs no blocking (answering at once, or handing
-    /// the work to another event loop) and returns true; returns false to have `handle` run on a worker.
-    func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool
-}
-
-extension HTTPHandler {
-    /// By default every request goes to a worker.
-    public func handleInline(_ request: HTTPRequest, _ responder: any Responder) -> Bool { false }
 }
 
 /// Builds the server's own error responses (413, timeouts, shutdown) in the format of the API the

@@ -1,8 +1,28 @@
-import CMicroHTTPD
+import GatewaySupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+/// What a server adapter gives a ``ResponseStream`` so that the stream can park and wake the connection
+/// it feeds. Every call is made with the stream's lock held, so that a suspension and the write that
+/// ends it cannot cross.
+public protocol StreamTransport: AnyObject, Sendable {
+    /// Parks the connection: the server stops asking for data until ``resume()``.
+    func suspend()
+    /// Wakes the parked connection.
+    func resume()
+    /// Whether the client closed its side (checked only while suspended, when the server cannot see it).
+    func peerClosed() -> Bool
+}
+
+/// What ``ResponseStream/read(into:)`` gives the server adapter.
+public enum StreamRead: Sendable, Equatable {
+    /// This many bytes were copied into the buffer.
+    case bytes(Int)
+    /// Nothing buffered: the stream suspended the connection through its transport.
+    case suspended
+    /// The stream ended normally (send the final chunk).
+    case end
+    /// The stream ended abnormally (close without the final chunk).
+    case failed
+}
 
 /// A response body produced over time. A producer thread calls `write` and finally `finish`; the
 /// server sends each write as its own chunk. While nothing is buffered the connection is suspended
@@ -21,8 +41,7 @@ public final class ResponseStream: @unchecked Sendable {
     private var closed = false
     private var failed = false
     private var suspended = false
-    private var connection: OpaquePointer?
-    private var socket: Int32 = -1
+    private var transport: (any StreamTransport)?
     private let highWater: Int
     /// Monotonic deadline (ns) after which the stream is ended by the server's watchdog.
     public let deadline: UInt64
@@ -95,23 +114,18 @@ public final class ResponseStream: @unchecked Sendable {
 
     // MARK: server side
 
-    func attach(_ connection: OpaquePointer) {
-        let fd = mg_mhd_connection_fd(connection)
-        lock.withLock {
-            self.connection = connection
-            self.socket = fd
-        }
+    /// Connects the stream to the connection it feeds (called by the server adapter once).
+    public func attach(_ transport: any StreamTransport) {
+        lock.withLock { self.transport = transport }
     }
 
-    /// Ends the stream if the client closed its side while the connection is suspended (libmicrohttpd
-    /// does not notice disconnects of suspended connections). The lock keeps the connection suspended,
-    /// and so its socket valid, during the check.
-    func checkPeerClosed() {
+    /// Ends the stream if the client closed its side while the connection is suspended (servers often do
+    /// not notice disconnects of suspended connections). The lock keeps the connection suspended, and so
+    /// its socket valid, during the check.
+    public func checkPeerClosed() {
         lock.withLock {
-            guard suspended, socket >= 0, !closed, !finished else { return }
-            var byte: UInt8 = 0
-            let n = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-            if n == 0 {
+            guard suspended, let transport, !closed, !finished else { return }
+            if transport.peerClosed() {
                 closed = true
                 wakeLocked()
                 lock.broadcast()
@@ -120,17 +134,17 @@ public final class ResponseStream: @unchecked Sendable {
     }
 
     /// Marks the stream closed because the response was destroyed (done or client gone).
-    func detach() {
+    public func detach() {
         lock.withLock {
             closed = true
-            connection = nil
+            transport = nil
             suspended = false
             lock.broadcast()
         }
     }
 
     /// Ends the stream from the server (deadline or shutdown).
-    func abort() {
+    public func abort() {
         lock.withLock {
             closed = true
             wakeLocked()
@@ -138,25 +152,27 @@ public final class ResponseStream: @unchecked Sendable {
         }
     }
 
-    var isSuspended: Bool { lock.withLock { suspended } }
+    /// Whether the stream parked its connection.
+    public var isSuspended: Bool { lock.withLock { suspended } }
 
     private func wakeLocked() {
-        if suspended, let connection {
+        if suspended, let transport {
             suspended = false
-            MHD_resume_connection(connection)
+            transport.resume()
         }
     }
 
-    /// MHD's content reader: one chunk per call; suspends when nothing is buffered.
-    func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
+    /// The server's content reader: copies at most one chunk into `buffer`; suspends the connection
+    /// (through its transport) when nothing is buffered.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         lock.lock()
         defer { lock.unlock() }
         if head < chunks.count {
             let chunk = chunks[head]
-            let n = min(max, chunk.count - partialOffset)
+            let n = min(buffer.count, chunk.count - partialOffset)
             chunk.withUnsafeBytes { raw in
                 let src = raw.baseAddress!.advanced(by: partialOffset)
-                UnsafeMutableRawPointer(buffer).copyMemory(from: src, byteCount: n)
+                buffer.baseAddress!.copyMemory(from: src, byteCount: n)
             }
             partialOffset += n
             buffered -= n
@@ -169,13 +185,13 @@ public final class ResponseStream: @unchecked Sendable {
                 }
             }
             lock.broadcast()
-            return n
+            return .bytes(n)
         }
-        if failed { return Int(mg_mhd_end_with_error()) }
-        if finished || closed { return Int(mg_mhd_end_of_stream()) }
-        guard let connection else { return Int(mg_mhd_end_of_stream()) }
+        if failed { return .failed }
+        if finished || closed { return .end }
+        guard let transport else { return .end }
         suspended = true
-        MHD_suspend_connection(connection)
-        return 0
+        transport.suspend()
+        return .suspended
     }
 }

@@ -1,0 +1,75 @@
+"""A data directory written by the previous release keeps working (issue 12): the binary under test opens a
+copy of `fixtures/prev-release/data` (made by `fixtures/prev_release.py` with the release before the
+storage migrations) and, with every upstream unreachable, gives the same local answers that release gave
+(`fixtures/prev-release/expected.json`): a mirrored Algolia index searched with a remembered key, an
+unknown key refused, an offline index loaded from its stored version (its bootstrap now points at empty
+files), OData reads with the pending offline writes visible, the RequestQueue and the ErrorArchive.
+Then the OData upstream comes up and the queued writes are uploaded to it, once each.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import requests
+from fixtures import prev_release
+from harness import free_port, request
+from upstreams.odata_northwind import ODataUpstream
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "prev-release"
+
+
+def test_previous_release_data_dir_serves_the_same_answers_and_uploads(gateway_factory, tmp_path):
+    expected = json.loads((FIXTURE / "expected.json").read_text())
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE / "data", data)
+    empty = tmp_path / "empty-bootstrap"
+    empty.mkdir()
+    (empty / "books.json").write_text("[]")
+    (empty / "books.settings.json").write_text("{}")
+    dead = f"http://127.0.0.1:{free_port()}"
+    odata_port = free_port()
+    odata_origin = f"http://127.0.0.1:{odata_port}"
+    gw = gateway_factory(prev_release.config(dead, odata_origin + "/nw.svc/", empty, data))
+
+    got = prev_release.answers(gw, {gw.origin: "{gateway}", dead: "{upstream}", odata_origin: "{upstream}"})
+    assert set(got) == set(expected)
+    for name in sorted(expected):
+        assert got[name] == expected[name], name
+    # The answers are local ones with content (not, say, empty lists both times).
+    assert expected["mirror.search"]["body"]["nbHits"] == 3
+    assert expected["offline.search"]["body"]["nbHits"] == 2
+    assert len(expected["odata.queue"]["body"]["value"]) == 3
+    assert len(expected["odata.archive"]["body"]["value"]) == 1
+
+    # The upstream comes up: the three queued writes reach it, in order, once each.
+    up = ODataUpstream(port=odata_port, page_size=5, etags=True).start()
+    try:
+        st, _, body = request("POST", gw.url("/_mirrorgate/odata/services/nw/upload?wait=true"), timeout=30)
+        assert st in (200, 409), body  # 409: the reachability tracker already started one
+        deadline = time.monotonic() + 20
+        for _ in range(400):
+            s = prev_release.odata_status(gw)
+            if (s["pendingRequests"] == 0 and not s["uploading"]) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert s["pendingRequests"] == 0 and s["errorArchive"] == 1 and s["inDoubt"] == 0, s
+        writes = [(r.method, r.path.rsplit("/", 1)[1]) for r in up.requests() if r.method != "GET"]
+        assert writes == [("PATCH", "Products(5)"), ("POST", "Products"), ("DELETE", "Products(7)")], writes
+        r = requests.get(up.root + "Products?$orderby=ProductID", headers={"Accept": "application/json"}, timeout=10)
+        doc = r.json()
+        items = list(doc["value"])
+        for _ in range(20):
+            if not doc.get("@odata.nextLink"):
+                break
+            doc = requests.get(doc["@odata.nextLink"], headers={"Accept": "application/json"}, timeout=10).json()
+            items += doc["value"]
+        by_id = {p["ProductID"]: p for p in items}
+        assert float(by_id[5]["UnitPrice"]) == 55
+        assert 7 not in by_id
+        assert [p["ProductName"] for p in items].count("Fixture Tea") == 1
+    finally:
+        up.stop()

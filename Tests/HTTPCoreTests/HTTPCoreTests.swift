@@ -1,0 +1,164 @@
+import GatewaySupport
+import Synchronization
+import Testing
+
+@testable import HTTPCore
+
+@Suite struct FormCodecTests {
+    @Test func pairsDecodePlusAndEscapesAndKeepInvalidEscapes() {
+        let pairs = FormCodec.pairs("a=b+c&%41=%zz%4&&flag&x=%C3%A9")
+        #expect(pairs.map(\.name) == ["a", "A", "flag", "x"])
+        #expect(pairs.map(\.value) == ["b c", "%zz%4", "", "é"])
+    }
+
+    @Test func decodingRepairsInvalidUTF8AndKeepsPlusInPaths() {
+        #expect(FormCodec.percentDecode("a+b%2Fc") == "a+b/c")
+        #expect(FormCodec.percentDecode("a+b", plusAsSpace: true) == "a b")
+        #expect(FormCodec.percentDecode("%FF") == "\u{FFFD}")
+        #expect(FormCodec.percentDecode(bytes: Array("%".utf8)) == "%")
+    }
+
+    @Test func encodingKeepsOnlyTheChosenSetAndRoundTrips() {
+        #expect(FormCodec.percentEncode("a b/é~") == "a%20b%2F%C3%A9~")
+        #expect(FormCodec.percentEncode("'x y',k=1&z", keeping: .pathSegment) == "'x%20y',k=1%26z")
+        #expect(FormCodec.encode([("q", "a&b"), ("n", "1")]) == "q=a%26b&n=1")
+        #expect(
+            FormCodec.percentEncode("$filter=a b%20\"é'&x{|}", keeping: .url)
+                == "$filter=a%20b%20%22%C3%A9'&x%7B%7C%7D")
+        let text = "päth/with spaces?&=+%"
+        #expect(FormCodec.percentDecode(Substring(FormCodec.percentEncode(text))) == text)
+    }
+
+    @Test func requestQueryItemsUseTheCodec() {
+        let r = HTTPRequest(method: "GET", target: "/x?a=1+2&b=%26")
+        #expect(r.queryValue("a") == "1 2")
+        #expect(r.queryValue("b") == "&")
+        #expect(RequestPath.refusal("/odata/s/%2e%2E/x") != nil)
+        #expect(RequestPath.refusal("/odata/s/a.b/x") == nil)
+    }
+}
+
+@Suite struct StatusAndHeaderTests {
+    @Test func oneReasonPhraseTable() {
+        #expect(HTTPStatus.reasonPhrase(404) == "Not Found")
+        #expect(HTTPStatus.reasonPhrase(412) == "Precondition Failed")
+        #expect(HTTPStatus.reasonPhrase(424) == "Failed Dependency")
+        #expect(HTTPStatus.reasonPhrase(799) == "Unknown")
+        #expect(MirrorgateHeader.origin == "X-Mirrorgate-Origin")
+    }
+
+    struct Teapot: GatewayError {
+        func response() -> HTTPResponse { .json(418, #"{"message":"short and stout"}"#) }
+    }
+
+    @Test func aGatewayErrorRendersItself() {
+        let error: any GatewayError = Teapot()
+        #expect(error.response().status == 418)
+        #expect(error.response().headers["content-type"] == "application/json; charset=utf-8")
+    }
+}
+
+@Suite struct ResponderTests {
+    @Test func corsAddsForAllowedOriginsAndStripsUpstreamHeaders() {
+        let rec = RecordingResponder()
+        let upstream = HTTPResponse(status: 200, headers: ["Access-Control-Allow-Origin": "*", "X": "1"])
+        CORSResponder(inner: rec, origin: nil).respond(upstream)
+        CORSResponder(inner: rec, origin: "https://a.example").respond(upstream)
+        let (plain, allowed) = (rec.responses[0].headers, rec.responses[1].headers)
+        #expect(plain["Access-Control-Allow-Origin"] == nil && plain["X"] == "1")
+        #expect(allowed["Access-Control-Allow-Origin"] == "https://a.example")
+        #expect(allowed["Access-Control-Expose-Headers"] == MirrorgateHeader.origin)
+        #expect(allowed["Vary"] == "Origin")
+    }
+
+    @Test func originTaggingReplacesAnyValue() {
+        let rec = RecordingResponder()
+        OriginResponder(inner: rec, origin: "local").respond(
+            HTTPResponse(status: 200, headers: [MirrorgateHeader.origin: "remote"]))
+        #expect(rec.wait()?.headers.values(MirrorgateHeader.origin) == ["local"])
+    }
+
+    @Test func firstWinsLetsOneAnswerThrough() {
+        let rec = RecordingResponder()
+        let race = FirstWins(rec)
+        #expect(!race.isAnswered)
+        #expect(race.respond(HTTPResponse(status: 200)))
+        #expect(!race.respond(HTTPResponse(status: 500)))
+        #expect(race.isAnswered)
+        #expect(rec.responses.map(\.status) == [200])
+    }
+
+    @Test func captureTakesWholeBodiesAndRefusesStreams() {
+        let got = Mutex<[Int]>([])
+        let capture = CaptureResponder(streamRefusal: HTTPResponse(status: 424)) { r in
+            got.withLock { $0.append(r.status) }
+        }
+        #expect(capture.respond(.text(200, "ok")))
+        let stream = ResponseStream(timeout: .seconds(5))
+        #expect(!capture.respond(HTTPResponse(status: 200, body: .stream(stream))))
+        #expect(stream.isClosed)
+        #expect(got.withLock { $0 } == [200, 424])
+    }
+
+    @Test func recordingResponderWaitIsBounded() {
+        #expect(RecordingResponder().wait(for: .milliseconds(1)) == nil)
+    }
+}
+
+/// A transport that counts suspensions and wakes.
+final class FakeTransport: StreamTransport, @unchecked Sendable {
+    var suspends = 0
+    var resumes = 0
+    var closed = false
+    func suspend() { suspends += 1 }
+    func resume() { resumes += 1 }
+    func peerClosed() -> Bool { closed }
+}
+
+@Suite struct ResponseStreamTests {
+    func read(_ stream: ResponseStream, max: Int = 64) -> (StreamRead, [UInt8]) {
+        var buffer = [UInt8](repeating: 0, count: max)
+        let r = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
+        if case .bytes(let n) = r { return (r, Array(buffer[..<n])) }
+        return (r, [])
+    }
+
+    @Test func suspendsWhenEmptyResumesOnWriteAndEnds() {
+        let stream = ResponseStream(timeout: .seconds(5))
+        let transport = FakeTransport()
+        stream.attach(transport)
+        #expect(read(stream).0 == .suspended)
+        #expect(stream.isSuspended && transport.suspends == 1)
+        #expect(stream.write(Array("hello".utf8)))
+        #expect(transport.resumes == 1 && !stream.isSuspended)
+        #expect(read(stream, max: 3).1 == Array("hel".utf8))
+        #expect(read(stream).1 == Array("lo".utf8))
+        stream.finish()
+        #expect(read(stream).0 == .end)
+        #expect(!stream.write([1]))
+    }
+
+    @Test func failEndsWithAnErrorAndAPeerThatLeftClosesTheStream() {
+        let failing = ResponseStream(timeout: .seconds(5))
+        failing.attach(FakeTransport())
+        failing.fail()
+        #expect(read(failing).0 == .failed)
+
+        let stream = ResponseStream(timeout: .seconds(5))
+        let transport = FakeTransport()
+        stream.attach(transport)
+        #expect(read(stream).0 == .suspended)
+        transport.closed = true
+        stream.checkPeerClosed()
+        #expect(stream.isClosed && transport.resumes == 1)
+        #expect(read(stream).0 == .end)
+    }
+
+    @Test func aNonBlockingWriteClosesAStreamWhoseClientIsTooSlow() {
+        let stream = ResponseStream(timeout: .seconds(5), highWater: 4)
+        stream.attach(FakeTransport())
+        #expect(stream.writeNonBlocking(Array("12345".utf8)))
+        #expect(!stream.writeNonBlocking([1]))
+        #expect(stream.isClosed)
+    }
+}
