@@ -1,6 +1,7 @@
 // swift-tools-version:6.1
 // Benchmark package for the search engine. The root package exports no library products, so this
-// package compiles the same sources through symlinks (Sources/JSONCore, SearchEngine, Storage, CSQLite).
+// package compiles the same sources through symlinks (Sources/JSONCore and what it imports, HTTPCore and
+// GatewaySupport; SearchEngine, Storage, CSQLite).
 import PackageDescription
 
 let package = Package(
@@ -15,7 +16,9 @@ let package = Package(
                 "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]),
-        .target(name: "JSONCore"),
+        .target(name: "GatewaySupport"),
+        .target(name: "HTTPCore", dependencies: ["GatewaySupport"]),
+        .target(name: "JSONCore", dependencies: ["HTTPCore"]),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"]),
         .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore", "Storage"]),
     ],
