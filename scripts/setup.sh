@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
-# Sets up everything Mirrorgate needs on a Debian machine and builds the release binary.
-# Idempotent: apt packages are installed only when missing; the build is incremental.
-#   bash scripts/setup.sh            # then: .build/release/mirrorgate serve
+# Installs what Mirrorgate needs on a Debian machine and builds the release binary. Idempotent: apt packages
+# are installed only when missing; the build is incremental.
+#   bash scripts/setup.sh            # the demo: the C libraries' -dev packages, libxml2, pkg-config; build
+#   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, and for
+#                                    #   scripts/test-install.sh: man-db, groff, zsh, fish, systemd-analyze)
+#   bash scripts/setup.sh --bench    # also nginx and wrk for bench/ (nginx's service is not started)
+# Needs Swift 6.3 (https://www.swift.org/install/; on the project's machines in /opt/swift).
 # Env: MIRRORGATE_SKIP_BUILD=1 skips the swift build (packages only).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 pkg-config python3-venv nginx wrk)
+# libxml2: FoundationXML (OData $metadata) loads it at start; a minimal Debian may lack it.
+PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2 pkg-config)
+TEST_PACKAGES=(python3-venv sqlite3 man-db groff-base bsdextrautils zsh fish systemd)
+BENCH_PACKAGES=(nginx wrk)
+BENCH=0
+for arg in "$@"; do
+  case $arg in
+    --test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+    --bench) PACKAGES+=("${BENCH_PACKAGES[@]}"); BENCH=1 ;;
+    *) echo "setup.sh: unknown option $arg (--test, --bench)" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -30,6 +45,14 @@ if ((${#missing[@]})); then
   fi
   log "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # the benchmarks run nginx with a configuration of their own: keep the package from starting a server
+  # on port 80 (policy-rc.d answers "not now" to every service start during this install)
+  policy=/usr/sbin/policy-rc.d
+  if [ "$BENCH" = 1 ] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
+    "${SUDO[@]}" chmod 0755 "$policy"
+    trap '"${SUDO[@]}" rm -f "$policy"' EXIT
+  fi
   "${SUDO[@]}" apt-get update -q
   "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
@@ -44,9 +67,14 @@ if ! command -v swift >/dev/null 2>&1; then
   log "swift not found: install Swift 6.3 (https://www.swift.org/install/) and re-run"
   exit 1
 fi
+version=$(swift --version 2>/dev/null | sed -nE 's/.*Swift version ([0-9]+\.[0-9]+).*/\1/p' | head -1)
+case $version in
+  6.[3-9]* | [7-9].*) ;;
+  *) log "Swift ${version:-?} found: Mirrorgate needs Swift 6.3 or later (https://www.swift.org/install/)"; exit 1 ;;
+esac
 
 if [ "${MIRRORGATE_SKIP_BUILD:-0}" != 1 ]; then
-  log "building: swift build -c release --product mirrorgate"
+  log "building: swift build -c release --product mirrorgate (a first build takes 10-15 minutes on 2 cores)"
   swift build -c release --product mirrorgate
   log "built $(pwd)/.build/release/mirrorgate"
 fi

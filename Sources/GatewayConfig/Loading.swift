@@ -17,9 +17,11 @@ extension MirrorgateConfiguration {
     ]
 
     /// Reads and validates the YAML file at `path`; relative files inside resolve against its directory.
+    /// `fileChecks` look at the files the configuration names (see `FileChecks`).
     public static func load(
         path: String, environment: [String: String],
-        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys
+        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys,
+        fileChecks: FileChecks = []
     ) throws(ConfigError) -> MirrorgateConfiguration {
         let text: String
         do {
@@ -43,14 +45,15 @@ extension MirrorgateConfiguration {
         let base = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
         return try parse(
             yaml: text, fileName: path, environment: environment, baseDirectory: base,
-            unsupportedKeys: unsupportedKeys)
+            unsupportedKeys: unsupportedKeys, fileChecks: fileChecks)
     }
 
     /// Parses and validates YAML text. `fileName` only labels errors; relative files inside resolve
-    /// against `baseDirectory`. Throws every problem found at once.
+    /// against `baseDirectory`. Throws every problem found at once, including those of `fileChecks`.
     public static func parse(
         yaml: String, fileName: String, environment: [String: String], baseDirectory: String = ".",
-        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys
+        unsupportedKeys: [String: String] = MirrorgateConfiguration.unsupportedKeys,
+        fileChecks: FileChecks = []
     ) throws(ConfigError) -> MirrorgateConfiguration {
         let reader = ConfigReader(file: fileName, unsupportedKeys: unsupportedKeys)
         let root: Node?
@@ -72,6 +75,9 @@ extension MirrorgateConfiguration {
         let config = reader.readRoot(tree, baseDirectory: baseDirectory)
         var issues = reader.issues
         issues += config.crossCheckIssues(file: fileName) { reader.locations[$0] }
+        if !fileChecks.isEmpty {
+            issues += config.fileIssues(file: fileName, checks: fileChecks) { reader.locations[$0] }
+        }
         guard issues.isEmpty else {
             throw ConfigError(issues: sortedUnique(issues))
         }

@@ -39,6 +39,10 @@ enum FilterPredicate: Sendable, Equatable {
 struct FilterLiteral: Sendable, Equatable {
     var negated: Bool
     var predicate: FilterPredicate
+    /// The filter score (`<score=N>`), 1 unless given.
+    var score: Int = 1
+    /// The score was given explicitly.
+    var scored = false
 }
 
 /// A filter in conjunctive normal form: every group must hold; a group holds when any literal holds.
@@ -178,7 +182,12 @@ struct FilterParser {
         if peekKeyword("AND") || peekKeyword("OR") {
             throw failure("Unexpected token \(describeNext()) expected a filter")
         }
-        return .literal(FilterLiteral(negated: false, predicate: try parsePredicate()), column: start)
+        var literal = FilterLiteral(negated: false, predicate: try parsePredicate())
+        if let score = try parseScore() {
+            literal.score = score
+            literal.scored = true
+        }
+        return .literal(literal, column: start)
     }
 
     /// A name or value: quoted (with `\` escapes) or a bare run up to a delimiter.
@@ -199,9 +208,15 @@ struct FilterParser {
             return (String(out), true)
         }
         var out = String.UnicodeScalarView()
+        let scoreMarker = Array("<score=".unicodeScalars)
         while pos < scalars.count {
             let scalar = scalars[pos]
             if scalar.properties.isWhitespace || scalar == "(" || scalar == ")" || scalar == "\"" { break }
+            if scalar == "<", pos + scoreMarker.count <= scalars.count,
+                Array(scalars[pos..<(pos + scoreMarker.count)]) == scoreMarker
+            {
+                break
+            }
             if !allowColon
                 && (scalar == ":" || scalar == "<" || scalar == ">" || scalar == "=" || scalar == "!")
             {
@@ -217,6 +232,26 @@ struct FilterParser {
             pos += 1
         }
         return out.isEmpty ? nil : (String(out), false)
+    }
+
+    /// A `<score=N>` right after a filter (Algolia's filter scores), or nil.
+    private mutating func parseScore() throws(SearchError) -> Int? {
+        let marker = Array("<score=".unicodeScalars)
+        guard pos + marker.count <= scalars.count, Array(scalars[pos..<(pos + marker.count)]) == marker else {
+            return nil
+        }
+        let start = pos
+        pos += marker.count
+        var digits = ""
+        while pos < scalars.count, scalars[pos] != ">" {
+            digits.unicodeScalars.append(scalars[pos])
+            pos += 1
+        }
+        guard pos < scalars.count, let score = Int(digits), score >= 0, score <= 65535 else {
+            throw failure("Invalid filter score, expected <score=N> with N an integer from 0", at: start)
+        }
+        pos += 1
+        return score
     }
 
     private mutating func parseNumber(after what: String) throws(SearchError) -> Double {
@@ -351,13 +386,23 @@ func parseArrayFilters(_ value: JSON, kind: ArrayFilterKind, name: String) throw
         case .string(let text):
             cnf.append([try arrayLiteral(text, kind: kind, name: name)])
         case .array(let inner):
+            // Deeper arrays inside an OR group are more alternatives of that group.
             var group: [FilterLiteral] = []
-            for element in inner {
-                guard case .string(let text) = element else {
-                    throw SearchError(status: 400, message: "\(name): nested arrays may only contain strings")
+            func collect(_ elements: [JSON], depth: Int) throws(SearchError) {
+                guard depth <= FilterParser.maxDepth else {
+                    throw SearchError(status: 400, message: "\(name): arrays nested too deeply")
                 }
-                group.append(try arrayLiteral(text, kind: kind, name: name))
+                for element in elements {
+                    switch element {
+                    case .string(let text): group.append(try arrayLiteral(text, kind: kind, name: name))
+                    case .array(let deeper): try collect(deeper, depth: depth + 1)
+                    default:
+                        throw SearchError(
+                            status: 400, message: "\(name): nested arrays may only contain strings or arrays")
+                    }
+                }
             }
+            try collect(inner, depth: 1)
             if !group.isEmpty { cnf.append(group) }
         default:
             throw SearchError(status: 400, message: "\(name): expected strings or arrays of strings")
@@ -414,28 +459,48 @@ private func arrayLiteral(_ text: String, kind: ArrayFilterKind, name: String) t
         }
         return FilterLiteral(negated: negated, predicate: .tag(value))
     case .facet:
-        guard let colon = text.firstIndex(of: ":") else {
-            throw SearchError(
-                status: 400, message: "\(name): invalid facet filter '\(text)', expected attribute:value")
+        var text = text
+        var score: Int?
+        if text.hasSuffix(">"), let marker = text.range(of: "<score=", options: .backwards) {
+            guard let value = Int(text[marker.upperBound..<text.index(before: text.endIndex)]), value >= 0,
+                value <= 65535
+            else {
+                throw SearchError(status: 400, message: "\(name): invalid filter score in '\(text)'")
+            }
+            score = value
+            text = String(text[..<marker.lowerBound])
         }
-        var attribute = String(text[..<colon]).trimmingSpaces
-        if attribute.count >= 2, attribute.hasPrefix("\""), attribute.hasSuffix("\"") {
-            attribute = String(attribute.dropFirst().dropLast())
+        var literal = try facetLiteral(text, name: name)
+        if let score {
+            literal.score = score
+            literal.scored = true
         }
-        var value = String(text[text.index(after: colon)...])
-        var negated = false
-        if value.hasPrefix("-") {
-            negated = true
-            value.removeFirst()
-        } else if value.hasPrefix("\\-") {
-            value.removeFirst()
-        }
-        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
-            value = String(value.dropFirst().dropLast())
-        }
-        if attribute == "_tags" { return FilterLiteral(negated: negated, predicate: .tag(value)) }
-        return FilterLiteral(negated: negated, predicate: .facet(attribute: attribute, value: value))
+        return literal
     }
+}
+
+private func facetLiteral(_ text: String, name: String) throws(SearchError) -> FilterLiteral {
+    guard let colon = text.firstIndex(of: ":") else {
+        throw SearchError(
+            status: 400, message: "\(name): invalid facet filter '\(text)', expected attribute:value")
+    }
+    var attribute = String(text[..<colon]).trimmingSpaces
+    if attribute.count >= 2, attribute.hasPrefix("\""), attribute.hasSuffix("\"") {
+        attribute = String(attribute.dropFirst().dropLast())
+    }
+    var value = String(text[text.index(after: colon)...])
+    var negated = false
+    if value.hasPrefix("-") {
+        negated = true
+        value.removeFirst()
+    } else if value.hasPrefix("\\-") {
+        value.removeFirst()
+    }
+    if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+        value = String(value.dropFirst().dropLast())
+    }
+    if attribute == "_tags" { return FilterLiteral(negated: negated, predicate: .tag(value)) }
+    return FilterLiteral(negated: negated, predicate: .facet(attribute: attribute, value: value))
 }
 
 // MARK: - Evaluation
@@ -452,6 +517,7 @@ enum CompiledPredicate {
 struct CompiledLiteral {
     var negated: Bool
     var predicate: CompiledPredicate
+    var score: Int = 1
 }
 
 /// A filter ready to test documents.
@@ -466,7 +532,8 @@ struct CompiledFilter {
         groups = cnf.normalizingNotEqual().map { group in
             group.map { literal in
                 CompiledLiteral(
-                    negated: literal.negated, predicate: Self.compile(literal.predicate, data: data))
+                    negated: literal.negated, predicate: Self.compile(literal.predicate, data: data),
+                    score: literal.score)
             }
         }
     }
@@ -506,6 +573,20 @@ struct CompiledFilter {
             if !any { return false }
         }
         return true
+    }
+
+    /// The filter score of `doc`: per group, the best score among the literals it satisfies (their
+    /// sum with `sumOrFiltersScores`), added over the groups.
+    func score(_ doc: Int, sumOr: Bool) -> Int {
+        var total = 0
+        for group in groups {
+            var groupScore = 0
+            for literal in group where test(literal.predicate, doc) != literal.negated {
+                groupScore = sumOr ? groupScore + literal.score : max(groupScore, literal.score)
+            }
+            total += groupScore
+        }
+        return total
     }
 
     @inline(__always) private func test(_ predicate: CompiledPredicate, _ doc: Int) -> Bool {

@@ -141,14 +141,18 @@ final class IndexData: Sendable {
     /// Builds from records given one at a time by `feed`, each with its serialized bytes when the caller
     /// has them (nil: serialized here).
     /// `expectedBytes` (when known) sizes the record storage once instead of growing it by doubling.
+    /// `placeholders`: the `<name>` keys of placeholder synonyms (lowercase, brackets kept); such a
+    /// text in a record is indexed as one token of that key, which only the placeholder's replacements
+    /// match.
     init(
-        settings: EngineSettings, expectedBytes: Int = 0,
+        settings: EngineSettings, placeholders: Set<String> = [], expectedBytes: Int = 0,
         feed: (_ add: (JSON, UnsafeBufferPointer<UInt8>?) -> Void) throws -> Void
     ) rethrows {
         self.settings = settings
         let normalizer = Normalizer(separatorsToIndex: settings.separatorsToIndex)
         self.normalizer = normalizer
         var builder = Builder(settings: settings, normalizer: normalizer)
+        builder.placeholders = placeholders
         builder.blob.reserveCapacity(expectedBytes)
         try feed { record, bytes in builder.add(record, bytes: bytes) }
         builder.termIDs = ByteKeyTable()
@@ -360,6 +364,7 @@ private struct Builder {
     var distinct: [Int32] = []
     var distinctIDs: [String: Int32] = [:]
     var docEntries: [(term: Int32, occ: UInt32)] = []
+    var placeholders: Set<String> = []
 
     init(settings: EngineSettings, normalizer: Normalizer) {
         self.settings = settings
@@ -424,7 +429,8 @@ private struct Builder {
                 for (key, value) in object where key != "objectID" && key != "_geoloc" {
                     if slotByPath[key] == nil {
                         slotByPath[key] = slots.count
-                        slots.append(makeSlot(key, rank: 0, unordered: true))
+                        // Algolia's default: every attribute at one priority, word position ranked.
+                        slots.append(makeSlot(key, rank: 0, unordered: false))
                     }
                     indexValue(value, slot: slotByPath[key]!)
                 }
@@ -558,6 +564,10 @@ private struct Builder {
     }
 
     mutating func indexText(_ text: String, slot: Int, position: inout Int) {
+        if !placeholders.isEmpty, text.utf8.contains(UInt8(ascii: "<")) {
+            indexWithPlaceholders(text, slot: slot, position: &position)
+            return
+        }
         let first = docEntries.count
         var count = 0
         normalizer.scan(text, firstPosition: position) { bytes, _, _, tokenPosition in
@@ -568,6 +578,38 @@ private struct Builder {
         }
         if count == 1 { docEntries[first].occ |= 0x8000 }
         position += count
+    }
+
+    /// Text holding `<name>` placeholders: each one is a single token `<name>`; the rest as usual.
+    mutating func indexWithPlaceholders(_ text: String, slot: Int, position: inout Int) {
+        let first = docEntries.count
+        var rest = Substring(text)
+        var plain = ""
+        let saved = placeholders
+        placeholders = []
+        defer { placeholders = saved }
+        while let open = rest.firstIndex(of: "<") {
+            guard let close = rest[open...].firstIndex(of: ">") else { break }
+            let key = "<" + Normalizer.facetKey(String(rest[rest.index(after: open)..<close])) + ">"
+            guard saved.contains(key) else {
+                plain += rest[...open]
+                rest = rest[rest.index(after: open)...]
+                continue
+            }
+            plain += rest[..<open]
+            indexText(plain, slot: slot, position: &position)
+            plain = ""
+            let bytes = Array(key.utf8)
+            let id = bytes.withUnsafeBufferPointer { intern($0) }
+            docEntries.append((id, UInt32(slot) << 16 | UInt32(Swift.min(position, 0x7FFF))))
+            position += 1
+            rest = rest[rest.index(after: close)...]
+        }
+        plain += rest
+        indexText(plain, slot: slot, position: &position)
+        // The single-token mark is per text: recompute it for the whole of it.
+        for i in first..<docEntries.count { docEntries[i].occ &= ~UInt32(0x8000) }
+        if docEntries.count - first == 1 { docEntries[first].occ |= 0x8000 }
     }
 
     mutating func collectNumbers(_ value: JSON, path: String, doc: Int32) {

@@ -1,7 +1,7 @@
 import JSONCore
 import Storage
 
-/// Persistent home of the offline indices: records, settings and synonyms in SQLite.
+/// Persistent home of the offline indices: records, settings, synonyms and query rules in SQLite.
 ///
 /// Promises:
 /// - each build writes a new version (records in their own table `se_records_<version>`, written in
@@ -11,8 +11,8 @@ import Storage
 /// - `load` rebuilds the in-memory ``SearchIndex`` from the active version's records;
 /// - table names come only from integer version ids, never from user text; every value is bound.
 ///
-/// Uses its own tables (`se_indices`, `se_versions`, `se_records_N`) and no `Migrator`, so it can share a
-/// database file with other components.
+/// Uses its own tables (`se_indices`, `se_versions`, `se_records_N`) and migrations table
+/// (`se_migrations`), so it can share a database file with other components.
 public final class IndexStore: Sendable {
     /// The database.
     public let pool: DatabasePool
@@ -47,7 +47,9 @@ public final class IndexStore: Sendable {
                         complete INTEGER NOT NULL DEFAULT 0,
                         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
                     );
-                    """)
+                    """),
+            Migration(
+                "2-version-rules", sql: "ALTER TABLE se_versions ADD COLUMN rules TEXT NOT NULL DEFAULT '[]'"),
         ])
 
     /// Uses an existing pool.
@@ -98,15 +100,18 @@ public final class IndexStore: Sendable {
         try pool.read { db -> SearchIndex? in
             let rows = try db.query(
                 """
-                SELECT v.id, v.settings, v.synonyms FROM se_indices i
+                SELECT v.id, v.settings, v.synonyms, v.rules FROM se_indices i
                 JOIN se_versions v ON v.id = i.active_version WHERE i.name = ?
                 """, [.text(name)])
             guard let row = rows.first, let id = row[0].int64 else { return nil }
             var settings = (try? JSON.parse(row[1].string ?? "{}")) ?? .object(JSONObject())
             if settings.objectValue == nil { settings = .object(JSONObject()) }
             let synonyms = (try? JSON.parse(row[2].string ?? "[]"))?.arrayValue ?? []
+            let rules = (try? JSON.parse(row[3].string ?? "[]"))?.arrayValue ?? []
             let statement = try db.prepare("SELECT body FROM se_records_\(id) ORDER BY seq")
-            let data = try IndexData(settings: EngineSettings(settings)) { add in
+            let data = try IndexData(
+                settings: EngineSettings(settings), placeholders: SynonymTable.placeholderKeys(synonyms)
+            ) { add in
                 try statement.forEachRow { row in
                     guard let bytes = row.blob(0) else { return }
                     try bytes.withUnsafeBufferPointer { buffer in
@@ -115,7 +120,8 @@ public final class IndexStore: Sendable {
                 }
             }
             return SearchIndex(
-                name: name, settings: settings, synonyms: synonyms, data: data, generation: "v\(id)")
+                name: name, settings: settings, synonyms: synonyms, rules: rules, data: data,
+                generation: "v\(id)")
         }
     }
 
@@ -123,18 +129,22 @@ public final class IndexStore: Sendable {
     /// index built from the same records.
     @discardableResult
     public func build(
-        name: String, settings: JSON, synonyms: [JSON], records: some Sequence<JSON>, chunkSize: Int = 5000
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], records: some Sequence<JSON>,
+        chunkSize: Int = 5000
     ) throws -> SearchIndex {
-        let index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: Array(records))
+        let index = SearchIndex(
+            name: name, settings: settings, synonyms: synonyms, rules: rules, records: Array(records))
         return try save(index, chunkSize: chunkSize)
     }
 
     /// Same, from a JSON array text (a data file), streamed element by element.
     @discardableResult
     public func build(
-        name: String, settings: JSON, synonyms: [JSON], jsonArray: [UInt8], chunkSize: Int = 5000
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], jsonArray: [UInt8],
+        chunkSize: Int = 5000
     ) throws -> SearchIndex {
-        let index = try SearchIndex(name: name, settings: settings, synonyms: synonyms, jsonArray: jsonArray)
+        let index = try SearchIndex(
+            name: name, settings: settings, synonyms: synonyms, rules: rules, jsonArray: jsonArray)
         return try save(index, chunkSize: chunkSize)
     }
 
@@ -148,10 +158,11 @@ public final class IndexStore: Sendable {
         let id: Int64 = try pool.write { db in
             try db.transaction {
                 try db.run(
-                    "INSERT INTO se_versions (name, settings, synonyms) VALUES (?, ?, ?)",
+                    "INSERT INTO se_versions (name, settings, synonyms, rules) VALUES (?, ?, ?, ?)",
                     [
                         .text(name), .text(index.settingsJSON.serialized()),
                         .text(JSON.array(index.synonyms).serialized()),
+                        .text(JSON.array(index.rules).serialized()),
                     ])
                 let id = db.lastInsertRowID
                 try db.execute("CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
@@ -209,7 +220,8 @@ public final class IndexStore: Sendable {
             throw error
         }
         return SearchIndex(
-            name: name, settings: index.settingsJSON, synonyms: index.synonyms, data: data,
+            name: name, settings: index.settingsJSON, synonyms: index.synonyms, rules: index.rules,
+            data: data,
             generation: "v\(id)")
     }
 

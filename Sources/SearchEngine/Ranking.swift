@@ -18,6 +18,8 @@ struct Ranker {
     let minProximity: Int
     let geo: GeoQuery?
     let geoPrecision: Double
+    /// The filter score of a document (`filters` criterion), when filters carry scores.
+    let filterScore: ((Int) -> Int)?
     /// The word match buffers' storage (kept alive by `match`).
     private let buffers: [UnsafeMutablePointer<UInt64>]
     /// The key layout: (step, bits) per criterion that contributes, in order (see `key`).
@@ -25,10 +27,14 @@ struct Ranker {
     /// Rank columns of the `.sort` steps, in step order.
     private let sortColumns: [[UInt32]]
 
-    private enum KeyStep { case typo, geo, words, proximity, attribute, exact, custom, sort }
+    private enum KeyStep { case typo, geo, words, filters, proximity, attribute, exact, custom, sort }
 
-    init(data: IndexData, match: MatchResult, options: SearchOptions, geo: GeoQuery?) throws(SearchError) {
+    init(
+        data: IndexData, match: MatchResult, options: SearchOptions, geo: GeoQuery?,
+        filterScore: ((Int) -> Int)? = nil
+    ) throws(SearchError) {
         self.data = data
+        self.filterScore = filterScore
         self.match = match
         var criteria = data.settings.ranking
         if options.typoMode == .strict, let i = criteria.firstIndex(of: .typo) {
@@ -39,7 +45,7 @@ struct Ranker {
         exactSingle = options.exactOnSingleWordQuery
         minProximity = max(1, min(7, try options.int("minProximity", default: 1)))
         self.geo = geo
-        geoPrecision = max(1, geo?.precision ?? 1)
+        geoPrecision = max(1, geo?.precision ?? 10)
         buffers = match.wordMatches.map(\.values)
         var steps: [(step: KeyStep, bits: Int)] = []
         var sortColumns: [[UInt32]] = []
@@ -56,7 +62,7 @@ struct Ranker {
             case .typo: add(.typo, 6)
             case .geo: if geo?.center != nil { add(.geo, 25) }
             case .words: add(.words, 6)
-            case .filters: break
+            case .filters: if filterScore != nil { add(.filters, 16) }
             case .proximity: if wordCount > 1 { add(.proximity, 8) }
             case .attribute: if wordCount > 0 { add(.attribute, 23) }
             case .exact: add(.exact, 6)
@@ -78,12 +84,16 @@ struct Ranker {
         let words = match.words
         guard !words.isEmpty else {
             if let geo, geo.center != nil { v.geoDistance = Int(data.geoMatch(doc, geo) ?? 0) }
+            v.filters = filterScore?(doc) ?? 0
             return v
         }
         var best = UInt64.max
         var previous: UInt64 = 0
+        var matched = 0
         for w in words.indices {
             let m = buffers[w][doc]
+            // An optional word the record does not hold counts for nothing.
+            if m == Packed.absent { continue }
             v.typos += Packed.typos(m)
             let key = Packed.attributeKey(m)
             if key < best {
@@ -101,7 +111,7 @@ struct Ranker {
                     v.exactWords += 1
                 }
             }
-            if w > 0 {
+            if matched > 0 {
                 var distance = 8
                 if Packed.slot(m) == Packed.slot(previous) {
                     distance = min(8, abs(Packed.pos(m) - Packed.pos(previous)))
@@ -110,8 +120,10 @@ struct Ranker {
                 v.proximity += max(distance, minProximity)
             }
             previous = m
+            matched += 1
         }
-        v.words = words.count
+        v.words = matched
+        v.filters = filterScore?(doc) ?? 0
         v.attributeKey = best
         if let geo, geo.center != nil { v.geoDistance = Int(data.geoMatch(doc, geo) ?? 0) }
         return v
@@ -126,8 +138,9 @@ struct Ranker {
             let value: UInt64
             switch step {
             case .typo: value = UInt64(v.typos)
-            case .geo: value = UInt64(Double(v.geoDistance) / geoPrecision)
+            case .geo: value = UInt64(Double(v.geoDistance) / precision(at: Double(v.geoDistance)))
             case .words: value = UInt64(max(0, 32 - v.words))
+            case .filters: value = UInt64(max(0, 0xFFFF - v.filters))
             case .proximity: value = UInt64(v.proximity)
             case .attribute: value = v.attributeKey
             case .exact: value = UInt64(max(0, 32 - v.exactWords))
@@ -138,8 +151,17 @@ struct Ranker {
             }
             key = key << UInt128(bits) | UInt128(min(value, (1 << UInt64(bits)) - 1))
         }
-        key = key << 24 | UInt128(doc & 0xFF_FFFF)
+        // Ties: the record indexed last comes first, as Algolia answers.
+        key = key << 24 | UInt128(0xFF_FFFF - (doc & 0xFF_FFFF))
         return key
+    }
+
+    /// The `aroundPrecision` bucket size at a distance (a number, or ranges `[{from, value}]`).
+    func precision(at distance: Double) -> Double {
+        guard let geo else { return geoPrecision }
+        var result = geoPrecision
+        for range in geo.precisionRanges where distance >= range.from { result = max(1, range.value) }
+        return result
     }
 
     /// The first `k` candidates in ranking order (never fully ranks a large candidate set).

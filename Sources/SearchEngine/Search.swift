@@ -6,9 +6,23 @@ struct QueryWord {
     var bytes: [UInt8]
     var prefix: Bool
     var maxTypos: Int
-    /// Words or phrases that also match this one (synonyms), with the typo count a match on them
-    /// counts. A phrase matches a document holding all its words.
-    var alternatives: [(tokens: [[UInt8]], typos: Int)] = []
+    /// Words or phrases that also match this one (plurals, synonyms), with the typo count a match on
+    /// them counts. A multi-word alternative matches a document holding all its words.
+    var alternatives: [Alternative] = []
+    /// A record need not match an optional word (`optionalWords`, `removeWordsIfNoResults`).
+    var optional = false
+    /// The exact phrase (`"…"` with `advancedSyntax`) this word belongs to, or -1.
+    var phrase = -1
+}
+
+/// Another spelling that matches a query word, and how a match on it counts.
+struct Alternative: Sendable {
+    enum Kind: Sendable { case plural, synonym }
+    var tokens: [[UInt8]]
+    var typos: Int
+    /// A match on it is not an exact match (`alternativesAsExact` does not list its kind).
+    var nonExact: Bool
+    var kind: Kind
 }
 
 /// Per-word best match in a document, packed so that `min` picks the best:
@@ -48,41 +62,13 @@ struct GeoQuery {
     var radius: Double?
     var boxes: [(Double, Double, Double, Double)]
     var precision: Double
+    /// `aroundPrecision` as ranges: from that distance (meters) on, buckets of `value` meters.
+    var precisionRanges: [(from: Double, value: Double)] = []
+    /// `insidePolygon`: each polygon's (lat, lng) vertices.
+    var polygons: [[(lat: Double, lng: Double)]] = []
 }
 
 extension IndexData {
-    /// Splits the query into words and decides prefix and typo budget per word.
-    func queryWords(_ options: SearchOptions) throws(SearchError) -> [QueryWord] {
-        let tokens = normalizer.tokens(options.query)
-        let queryType = options.queryType
-        let typoMode = options.typoMode
-        let min1 = try options.int("minWordSizefor1Typo", default: 4)
-        let min2 = try options.int("minWordSizefor2Typos", default: 8)
-        let typosOnNumbers = options.bool("allowTyposOnNumericTokens", default: true)
-        var words: [QueryWord] = []
-        for (i, token) in tokens.prefix(32).enumerated() {
-            let prefix: Bool
-            switch queryType {
-            case .prefixAll: prefix = true
-            case .prefixNone: prefix = false
-            case .prefixLast: prefix = i == min(tokens.count, 32) - 1
-            }
-            var maxTypos = 0
-            let length = String(decoding: token.normalized, as: UTF8.self).count
-            if typoMode != .off {
-                if length >= min2 { maxTypos = 2 } else if length >= min1 { maxTypos = 1 }
-                if !typosOnNumbers && token.normalized.isNumericToken { maxTypos = 0 }
-                let text = String(decoding: token.normalized, as: UTF8.self)
-                if settings.disableTypoOnWords.contains(text) { maxTypos = 0 }
-            }
-            words.append(
-                QueryWord(
-                    text: String(decoding: token.normalized, as: UTF8.self), bytes: token.normalized,
-                    prefix: prefix, maxTypos: maxTypos))
-        }
-        return words
-    }
-
     /// Restricts searchable slots (`restrictSearchableAttributes`).
     func allowedSlots(_ options: SearchOptions) -> [Bool] {
         guard let restrict = options.params["restrictSearchableAttributes"].map(stringList), !restrict.isEmpty
@@ -147,7 +133,8 @@ extension IndexData {
 
     /// Matches every query word (all required), applies filters, geo and typo-tolerance modes.
     func match(
-        _ options: SearchOptions, words: [QueryWord], filter: CompiledFilter, geo: GeoQuery?
+        _ options: SearchOptions, words: [QueryWord], filter: CompiledFilter, geo: GeoQuery?,
+        exclusions: [[UInt8]] = [], phrases: [[Int]] = []
     ) -> MatchResult {
         let n = count
         var candidates: [Int32] = []
@@ -155,7 +142,10 @@ extension IndexData {
         var wordDocsOut: [[Int32]] = []
         if words.isEmpty {
             candidates.reserveCapacity(n)
-            for doc in 0..<n where filter.isEmpty || filter.matches(doc) { candidates.append(Int32(doc)) }
+            let excluded = excludedDocs(exclusions)
+            for doc in 0..<n where (filter.isEmpty || filter.matches(doc)) && !excluded.contains(Int32(doc)) {
+                candidates.append(Int32(doc))
+            }
         } else {
             let allowed = allowedSlots(options)
             let typoMode = options.typoMode
@@ -164,7 +154,9 @@ extension IndexData {
                 for alternative in word.alternatives where alternative.tokens.count == 1 {
                     if let t = lookup(alternative.tokens[0]) {
                         matches.append(
-                            TermMatch(term: t, typos: alternative.typos, nonExact: alternative.typos > 0))
+                            TermMatch(
+                                term: t, typos: alternative.typos,
+                                nonExact: alternative.nonExact || alternative.typos > 0))
                     }
                 }
                 return matches
@@ -227,7 +219,11 @@ extension IndexData {
                     let terms = alternative.tokens.compactMap(lookup)
                     guard terms.count == alternative.tokens.count else { continue }
                     let match = { (t: Int) in
-                        [TermMatch(term: t, typos: alternative.typos, nonExact: alternative.typos > 0)]
+                        [
+                            TermMatch(
+                                term: t, typos: alternative.typos,
+                                nonExact: alternative.nonExact || alternative.typos > 0)
+                        ]
                     }
                     let buffers = terms.map { _ in takeScratch() }
                     var docLists: [[Int32]] = []
@@ -263,24 +259,47 @@ extension IndexData {
             }
             termMatches.removeAll()
             wordDocsOut = wordDocs
-            // Intersect starting from the rarest word.
-            let order = words.indices.sorted { wordDocs[$0].count < wordDocs[$1].count }
-            var base = wordDocs[order[0]]
+            // Intersect the required words starting from the rarest; with no required word, any word.
+            let required = words.indices.filter { !words[$0].optional }
+            var base: [Int32]
+            var order: [Int]
+            if required.isEmpty {
+                var seen = Set<Int32>()
+                base = []
+                for docs in wordDocs { for doc in docs where seen.insert(doc).inserted { base.append(doc) } }
+                order = []
+            } else {
+                order = required.sorted { wordDocs[$0].count < wordDocs[$1].count }
+                base = wordDocs[order[0]]
+                order.removeFirst()
+            }
             base.sort()
+            let excluded = excludedDocs(exclusions)
+            let allowedForPhrases = phrases.isEmpty ? [] : allowed
             for doc in base {
                 var ok = true
-                for w in order.dropFirst() where wordMatches[w][Int(doc)] == Packed.absent {
+                for w in order where wordMatches[w][Int(doc)] == Packed.absent {
                     ok = false
                     break
                 }
-                if ok && (filter.isEmpty || filter.matches(Int(doc))) { candidates.append(doc) }
+                if ok && (filter.isEmpty || filter.matches(Int(doc))) && !excluded.contains(doc)
+                    && (phrases.isEmpty
+                        || holdsPhrases(Int(doc), phrases, words: words, allowed: allowedForPhrases))
+                {
+                    candidates.append(doc)
+                }
+            }
+            if required.isEmpty, words.count >= 4, candidates.count > 1000 {
+                candidates = longOptionalQueryCut(candidates, words: words, matches: wordMatches)
             }
             if typoMode == .min || typoMode == .strict, !candidates.isEmpty {
                 var minTypos = Int.max
                 var typoCounts = [Int](repeating: 0, count: candidates.count)
                 for (i, doc) in candidates.enumerated() {
                     var total = 0
-                    for w in words.indices { total += Packed.typos(wordMatches[w][Int(doc)]) }
+                    for w in words.indices where wordMatches[w][Int(doc)] != Packed.absent {
+                        total += Packed.typos(wordMatches[w][Int(doc)])
+                    }
                     typoCounts[i] = total
                     minTypos = min(minTypos, total)
                 }
@@ -288,11 +307,41 @@ extension IndexData {
                 candidates = candidates.indices.filter { typoCounts[$0] <= limit }.map { candidates[$0] }
             }
         }
-        if let geo, geo.radius != nil || !geo.boxes.isEmpty {
+        if let geo, geo.radius != nil || !geo.boxes.isEmpty || !geo.polygons.isEmpty {
             candidates = candidates.filter { geoMatch(Int($0), geo) != nil }
         }
         return MatchResult(
             words: words, candidates: candidates, wordMatches: wordMatches, wordDocs: wordDocsOut)
+    }
+
+    /// Documents holding one of `words` (exactly) in a searchable attribute.
+    func excludedDocs(_ words: [[UInt8]]) -> Set<Int32> {
+        var docs = Set<Int32>()
+        for word in words {
+            guard let t = lookup(word) else { continue }
+            for i in Int(postStart[t])..<Int(postStart[t + 1]) { docs.insert(Int32(bitPattern: postDocs[i])) }
+        }
+        return docs
+    }
+
+    /// Algolia's rule for long queries whose words are all optional: records are taken best-matching
+    /// first, and the number of matched words required grows by one (by a fifth of the word count from
+    /// 10 words on) for every 1,000 records.
+    func longOptionalQueryCut(_ candidates: [Int32], words: [QueryWord], matches: [MatchBuffer]) -> [Int32] {
+        let step = words.count >= 10 ? words.count / 5 : 1
+        var byCount: [(Int, Int32)] = candidates.map { doc in
+            var matched = 0
+            for w in words.indices where matches[w][Int(doc)] != Packed.absent { matched += 1 }
+            return (matched, doc)
+        }
+        byCount.sort { $0.0 > $1.0 }
+        var kept: [Int32] = []
+        for (position, (matched, doc)) in byCount.enumerated() {
+            let needed = 1 + (position / 1000) * step
+            if matched < needed { break }
+            kept.append(doc)
+        }
+        return kept.sorted()
     }
 
     /// Distance (meters) of the best point of `doc` inside the geo constraint; nil if outside.
@@ -312,6 +361,8 @@ extension IndexData {
                     }
                 }
                 if !inside { continue }
+            } else if !geo.polygons.isEmpty {
+                if !geo.polygons.contains(where: { pointInPolygon(point, $0) }) { continue }
             }
             let distance = geo.center.map { haversine($0, point) } ?? 0
             if let radius = geo.radius, distance > radius { continue }
@@ -319,6 +370,23 @@ extension IndexData {
         }
         return best
     }
+}
+
+/// Even-odd ray casting on (lat, lng) as plane coordinates; points on an edge count as inside.
+func pointInPolygon(_ p: (lat: Double, lng: Double), _ polygon: [(lat: Double, lng: Double)]) -> Bool {
+    var inside = false
+    var j = polygon.count - 1
+    for i in polygon.indices {
+        let a = polygon[i]
+        let b = polygon[j]
+        if (a.lng > p.lng) != (b.lng > p.lng) {
+            let lat = a.lat + (p.lng - a.lng) / (b.lng - a.lng) * (b.lat - a.lat)
+            if p.lat == lat { return true }
+            if p.lat < lat { inside.toggle() }
+        }
+        j = i
+    }
+    return inside
 }
 
 func haversine(_ a: (lat: Double, lng: Double), _ b: (lat: Double, lng: Double)) -> Double {
@@ -360,7 +428,8 @@ func asinApprox(_ x: Double) -> Double {
 
 /// Query-time synonyms (reference §2.6): `synonym` (every listed word matches the others),
 /// `onewaysynonym` (`input` also matches the listed words), `altcorrection1`/`altcorrection2`
-/// (`word` also matches the corrections, counted as 1 or 2 typos). Applied to whole query words when
+/// (`word` also matches the corrections, counted as 1 or 2 typos), `placeholder` (a `<name>` in a
+/// record is matched by each of the `replacements`, and only by them). Applied to whole query words when
 /// the `synonyms` parameter is not false; a synonym match is an exact, typo-free match (Algolia's
 /// default `alternativesAsExact`). A single query word triggers them; an alternative of several words
 /// matches documents holding all of them (in any order); several query words never trigger one.
@@ -390,6 +459,13 @@ struct SynonymTable: Sendable {
             case "onewaysynonym":
                 guard let input = synonym["input"]?.stringValue.map(tokens) else { continue }
                 for b in words { add(input, b, typos: 0) }
+            case "placeholder":
+                // The record's `<name>` token is matched by each one-word replacement.
+                guard let placeholder = synonym["placeholder"]?.stringValue else { continue }
+                let key = Array(Self.placeholderKey(placeholder).utf8)
+                for replacement in (synonym["replacements"].map(stringList) ?? []).map(tokens) {
+                    add(replacement, [key], typos: 0)
+                }
             case "altcorrection1", "altcorrection2":
                 let typos = synonym["type"]?.stringValue?.hasSuffix("2") == true ? 2 : 1
                 guard let word = synonym["word"]?.stringValue.map(tokens) else { continue }
@@ -399,12 +475,42 @@ struct SynonymTable: Sendable {
         }
     }
 
-    /// `words` with their alternatives attached (none when the `synonyms` parameter is false).
+    /// `<Street>` → `<street>`: how a placeholder is indexed.
+    static func placeholderKey(_ placeholder: String) -> String {
+        var inner = placeholder.trimmingSpaces
+        if inner.hasPrefix("<") { inner.removeFirst() }
+        if inner.hasSuffix(">") { inner.removeLast() }
+        return "<" + Normalizer.facetKey(inner) + ">"
+    }
+
+    /// The placeholder keys of `synonyms` (what the index builder must keep as single tokens).
+    static func placeholderKeys(_ synonyms: [JSON]) -> Set<String> {
+        Set(
+            synonyms.compactMap { synonym in
+                guard synonym["type"]?.stringValue?.lowercased() == "placeholder",
+                    let placeholder = synonym["placeholder"]?.stringValue
+                else { return nil }
+                return placeholderKey(placeholder)
+            })
+    }
+
+    /// `words` with their synonym alternatives added (none when the `synonyms` parameter is false).
+    /// A one-word synonym counts as exact when `alternativesAsExact` lists `singleWordSynonym`, a
+    /// several-word one when it lists `multiWordsSynonym`. Phrase words take no synonyms.
     func apply(_ words: [QueryWord], _ options: SearchOptions) -> [QueryWord] {
         guard !table.isEmpty, options.bool("synonyms", default: true) else { return words }
+        let exact = Set(options.list("alternativesAsExact") ?? ["ignorePlurals", "singleWordSynonym"])
         return words.map { word in
             var word = word
-            word.alternatives = table[word.bytes] ?? []
+            guard word.phrase < 0 else { return word }
+            for entry in table[word.bytes] ?? [] {
+                let kindExact =
+                    entry.tokens.count == 1
+                    ? exact.contains("singleWordSynonym") : exact.contains("multiWordsSynonym")
+                word.alternatives.append(
+                    Alternative(
+                        tokens: entry.tokens, typos: entry.typos, nonExact: !kindExact, kind: .synonym))
+            }
             return word
         }
     }

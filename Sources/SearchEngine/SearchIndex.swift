@@ -19,16 +19,25 @@ public final class SearchIndex: Sendable {
     let data: IndexData
     /// Query-time alternatives from `synonyms` (see ``SynonymTable``).
     let alternatives: SynonymTable
+    /// Query rules as given (Algolia's rule objects); applied by ``search(_:)`` unless `enableRules` is
+    /// false, listed by ``searchRules(params:)``.
+    public let rules: [JSON]
+    let ruleSet: RuleSet
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
     /// record's position).
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], records: [JSON], generation: String? = nil
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [], records: [JSON],
+        generation: String? = nil
     ) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
-        data = IndexData(settings: EngineSettings(settingsJSON)) { add in
+        self.rules = rules
+        ruleSet = RuleSet(rules)
+        data = IndexData(
+            settings: EngineSettings(settingsJSON), placeholders: SynonymTable.placeholderKeys(synonyms)
+        ) { add in
             for record in records { add(record, nil) }
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -38,15 +47,20 @@ public final class SearchIndex: Sendable {
     /// Builds from serialized records (each one JSON object), keeping their bytes as the stored form;
     /// memory stays near the serialized size plus the index.
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], serializedRecords: some Sequence<[UInt8]>,
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [],
+        serializedRecords: some Sequence<[UInt8]>,
         generation: String? = nil
     ) throws(JSONParseError) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
-            data = try IndexData(settings: engineSettings) { add in
+            data = try IndexData(
+                settings: engineSettings, placeholders: SynonymTable.placeholderKeys(synonyms)
+            ) { add in
                 for bytes in serializedRecords {
                     try bytes.withUnsafeBufferPointer { buffer in
                         add(try JSON.parse(buffer: buffer), buffer)
@@ -65,15 +79,20 @@ public final class SearchIndex: Sendable {
     /// Builds from a JSON array text (e.g. a data file) element by element, without materializing all
     /// records at once.
     public init(
-        name: String, settings: JSON, synonyms: [JSON] = [], jsonArray bytes: [UInt8],
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [], jsonArray bytes: [UInt8],
         generation: String? = nil
     ) throws(JSONParseError) {
         self.name = name
         settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         let engineSettings = EngineSettings(settingsJSON)
         do {
-            data = try IndexData(settings: engineSettings, expectedBytes: bytes.count) { add in
+            data = try IndexData(
+                settings: engineSettings, placeholders: SynonymTable.placeholderKeys(synonyms),
+                expectedBytes: bytes.count
+            ) { add in
                 try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice) }
             }
         } catch let error as JSONParseError {
@@ -89,11 +108,15 @@ public final class SearchIndex: Sendable {
     /// element, so that neither the whole text nor all parsed records are ever in memory at once.
     /// `sizeHint` (the text's total size, when known) sizes the record storage once.
     public convenience init(
-        name: String, settings: JSON, synonyms: [JSON] = [], jsonArrayChunks next: () throws -> [UInt8]?,
+        name: String, settings: JSON, synonyms: [JSON] = [], rules: [JSON] = [],
+        jsonArrayChunks next: () throws -> [UInt8]?,
         sizeHint: Int = 0, generation: String? = nil
     ) throws {
         let settingsJSON = settings.objectValue != nil ? settings : .object(JSONObject())
-        let data = try IndexData(settings: EngineSettings(settingsJSON), expectedBytes: sizeHint) { add in
+        let data = try IndexData(
+            settings: EngineSettings(settingsJSON), placeholders: SynonymTable.placeholderKeys(synonyms),
+            expectedBytes: sizeHint
+        ) { add in
             var stream = JSONArrayStream()
             while let chunk = try next() {
                 try stream.feed(chunk) { element in add(try JSON.parse(buffer: element), element) }
@@ -101,14 +124,19 @@ public final class SearchIndex: Sendable {
             try stream.finish()
         }
         self.init(
-            name: name, settings: settingsJSON, synonyms: synonyms, data: data,
+            name: name, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
             generation: generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36))
     }
 
-    init(name: String, settings: JSON, synonyms: [JSON], data: IndexData, generation: String) {
+    init(
+        name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], data: IndexData,
+        generation: String
+    ) {
         self.name = name
         settingsJSON = settings
         self.synonyms = synonyms
+        self.rules = rules
+        ruleSet = RuleSet(rules)
         self.data = data
         self.generation = generation
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
@@ -116,6 +144,18 @@ public final class SearchIndex: Sendable {
 
     /// Number of records.
     public var objectCount: Int { data.count }
+
+    /// The number of word forms in the compiled plural table of a language (en, fr, de, es), 0 for
+    /// others (for benchmarks and status).
+    public func pluralFormCount(language: String) -> Int { LanguageTables.plurals(language)?.count ?? 0 }
+
+    /// The index settings the local engine does not apply (each local answer names them in its
+    /// `message`; `mirrorgate status` can list them).
+    public var ignoredSettings: [String] {
+        ParameterAudit.ignored(settingsJSON.objectValue ?? JSONObject(), settings: true).map {
+            "setting " + $0
+        }
+    }
 
     /// All records in index order (parsed from the compact stored form on each call).
     public var records: [JSON] { (0..<data.count).map { data.record($0) } }
@@ -202,10 +242,71 @@ public final class SearchIndex: Sendable {
             }
             any = true
         }
-        if let precision = options.params["aroundPrecision"].flatMap(numberOrString) {
+        if geo.boxes.isEmpty, let polygons = options.params["insidePolygon"], !polygons.isNull {
+            geo.polygons = try Self.polygons(polygons)
+            geo.center = nil
+            geo.radius = nil
+            any = true
+        }
+        if geo.center != nil && geo.radius == nil, let minimum = options.params["minimumAroundRadius"],
+            !minimum.isNull
+        {
+            guard let meters = numberOrString(minimum), meters >= 1 else {
+                throw SearchError(status: 400, message: "minimumAroundRadius: expected meters >= 1")
+            }
+            _ = meters
+        }
+        switch options.value("aroundPrecision") {
+        case nil, .null?: break
+        case .array(let ranges)?:
+            for range in ranges {
+                guard let from = range["from"].flatMap(numberOrString),
+                    let value = range["value"].flatMap(numberOrString)
+                else {
+                    throw SearchError(
+                        status: 400,
+                        message: "aroundPrecision: expected a number or [{\"from\": m, \"value\": m}, …]")
+                }
+                geo.precisionRanges.append((from, value))
+            }
+            geo.precisionRanges.sort { $0.from < $1.from }
+        case let value?:
+            guard let precision = numberOrString(value) else {
+                throw SearchError(status: 400, message: "aroundPrecision: expected a number of meters")
+            }
             geo.precision = precision
         }
         return any ? geo : nil
+    }
+
+    /// `insidePolygon`: one polygon as a flat list (or a string) of lat,lng pairs, or a list of them.
+    static func polygons(_ value: JSON) throws(SearchError) -> [[(lat: Double, lng: Double)]] {
+        var lists: [[Double]] = []
+        switch value {
+        case .string(let text):
+            let trimmed = text.trimmingSpaces
+            if trimmed.hasPrefix("["), let parsed = try? JSON.parse(trimmed) { return try polygons(parsed) }
+            lists = [text.split(separator: ",").map { Double($0.trimmingSpaces) ?? .nan }]
+        case .array(let items):
+            if items.allSatisfy({ $0.arrayValue != nil }) {
+                lists = items.map { ($0.arrayValue ?? []).map { numberOrString($0) ?? .nan } }
+            } else {
+                lists = [items.map { numberOrString($0) ?? .nan }]
+            }
+        default: break
+        }
+        guard !lists.isEmpty else {
+            throw SearchError(
+                status: 400, message: "insidePolygon: expected lists of at least 3 lat,lng points")
+        }
+        return try lists.map { numbers throws(SearchError) in
+            guard numbers.count >= 6, numbers.count % 2 == 0, numbers.allSatisfy(\.isFinite) else {
+                throw SearchError(
+                    status: 400,
+                    message: "insidePolygon: a polygon needs at least 3 points (6 numbers: lat,lng,…)")
+            }
+            return stride(from: 0, to: numbers.count, by: 2).map { (numbers[$0], numbers[$0 + 1]) }
+        }
     }
 
     // MARK: - Search
@@ -270,14 +371,139 @@ public final class SearchIndex: Sendable {
         return filterResponseFields(response, outcome.options)
     }
 
+    /// The filter score function (`filters` criterion and `_rankingInfo.filters`) when scores matter:
+    /// `optionalFilters`, explicit `<score=N>`, or `sumOrFiltersScores` over OR groups.
+    private func filterScoring(_ options: SearchOptions, _ filter: CompiledFilter) throws(SearchError)
+        -> ((Int) -> Int)?
+    {
+        var optional = CompiledFilter([], data: data)
+        if let value = options.value("optionalFilters"), !value.isNull {
+            optional = CompiledFilter(
+                try parseArrayFilters(value, kind: .facet, name: "optionalFilters"), data: data)
+        }
+        let sumOr = options.bool("sumOrFiltersScores", default: false)
+        let scored = filter.groups.contains { group in group.contains { $0.score != 1 } }
+        let orGroups = filter.groups.contains { $0.count > 1 }
+        guard !optional.isEmpty || scored || (sumOr && orGroups) else { return nil }
+        return { doc in filter.score(doc, sumOr: sumOr) + optional.score(doc, sumOr: sumOr) }
+    }
+
+    /// `removeWordsIfNoResults`: the optional flags to try in turn when the query matched nothing.
+    private static func removalAttempts(_ mode: String, words: [QueryWord]) -> [[Bool]] {
+        let n = words.count
+        guard n > 1 else { return [] }
+        switch mode {
+        case "lastWords":
+            return (1...min(5, n - 1)).map { k in (0..<n).map { $0 >= n - k } }
+        case "firstWords":
+            return (1...min(5, n - 1)).map { k in (0..<n).map { $0 < k } }
+        case "allOptional":
+            return [[Bool](repeating: true, count: n)]
+        default:
+            return []
+        }
+    }
+
+    /// The original query with the words made optional wrapped in `<em>` (Algolia's
+    /// `queryAfterRemoval`).
+    private func queryAfterRemoval(_ query: String, words: [QueryWord], removed: [Bool]) -> String {
+        var out = ""
+        var utf8 = Array(query.utf8)
+        var cursor = 0
+        var w = 0
+        for token in data.normalizer.tokens(query) {
+            guard w < words.count else { break }
+            guard token.normalized == words[w].bytes else { continue }
+            out += String(decoding: utf8[cursor..<token.start], as: UTF8.self)
+            let text = String(decoding: utf8[token.start..<token.end], as: UTF8.self)
+            out += removed[w] ? "<em>" + text + "</em>" : text
+            cursor = token.end
+            w += 1
+        }
+        out += String(decoding: utf8[cursor...], as: UTF8.self)
+        utf8 = []
+        return out
+    }
+
+    /// Query rules: the parameters to search with and the rest of the rules' outcome.
+    private func applyRules(_ merged: JSONObject) -> RuleOutcome {
+        guard !ruleSet.isEmpty else { return RuleOutcome(params: merged) }
+        let options = SearchOptions(params: merged, settings: data.settings.raw)
+        // Invalid filters or parameters are reported by the search itself, after the rules.
+        let queryFilters = { () -> FilterCNF in
+            var cnf: FilterCNF = []
+            if let filters = merged["filters"], !filters.isNull {
+                cnf += (try? FilterParser.parse(filters.stringValue ?? filters.serialized())) ?? []
+            }
+            if let value = merged["facetFilters"] {
+                cnf += (try? parseArrayFilters(value, kind: .facet, name: "facetFilters")) ?? []
+            }
+            return cnf
+        }
+        let words = { () -> [QueryWord] in
+            self.alternatives.apply((try? self.data.parseQuery(options).words) ?? [], options)
+        }
+        return ruleSet.apply(
+            merged, settings: data.settings.raw, data: data, words: words, now: RuleSet.now,
+            queryFilters: queryFilters)
+    }
+
+    /// One rule by objectID (`GET …/rules/{objectID}`), nil when there is none.
+    public func getRule(_ objectID: String) -> JSON? { ruleSet.rule(objectID) }
+
+    /// `POST …/rules/search`: rules whose objectID, description, pattern or consequence contain `query`,
+    /// restricted by `anchoring`, `context` and `enabled`, paged by `page` and `hitsPerPage` (20);
+    /// answers `{"hits", "nbHits", "page", "nbPages"}`.
+    public func searchRules(params: JSON) -> JSON { ruleSet.search(Self.mergedParameters(params)) }
+
+    /// Hidden records removed and promoted ones pinned at their positions in a ranked list.
+    private static func pin(_ ranked: [Int32], promoted: [(Int32, Int)], hidden: Set<Int32>) -> [Int32] {
+        let promotedSet = Set(promoted.map(\.0))
+        var out = ranked.filter { !hidden.contains($0) && !promotedSet.contains($0) }
+        var placed = Set<Int32>()
+        for (doc, position) in promoted.sorted(by: { $0.1 < $1.1 }) where placed.insert(doc).inserted {
+            out.insert(doc, at: min(max(0, position), out.count))
+        }
+        return out
+    }
+
     private func prepare(_ params: JSON) throws(SearchError) -> Prepared {
-        let merged = Self.mergedParameters(params)
+        let rules = applyRules(Self.mergedParameters(params))
+        let merged = rules.params
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
+        let scoring = try filterScoring(options, filter)
         let geo = try geoQuery(options)
-        let words = alternatives.apply(try data.queryWords(options), options)
-        let result = data.match(options, words: words, filter: filter, geo: geo)
-        let ranker = try Ranker(data: data, match: result, options: options, geo: geo)
+        var parsed = try data.parseQuery(options)
+        parsed.words = alternatives.apply(parsed.words, options)
+        let removalMode = options.string("removeWordsIfNoResults") ?? "none"
+        guard ["none", "lastWords", "firstWords", "allOptional"].contains(removalMode) else {
+            throw SearchError(
+                status: 400,
+                message:
+                    "Invalid value for removeWordsIfNoResults: \(removalMode) (expected none, lastWords, firstWords or allOptional)"
+            )
+        }
+        var words = parsed.words
+        var result = data.match(
+            options, words: words, filter: filter, geo: geo, exclusions: parsed.exclusions,
+            phrases: parsed.phrases)
+        var afterRemoval: String?
+        if result.candidates.isEmpty {
+            for flags in Self.removalAttempts(removalMode, words: parsed.words) {
+                data.recycle(result)
+                words = parsed.words
+                for i in words.indices where flags[i] { words[i].optional = true }
+                result = data.match(
+                    options, words: words, filter: filter, geo: geo, exclusions: parsed.exclusions,
+                    phrases: parsed.phrases)
+                if !result.candidates.isEmpty {
+                    afterRemoval = queryAfterRemoval(options.query, words: parsed.words, removed: flags)
+                    break
+                }
+            }
+        }
+        let ranker = try Ranker(data: data, match: result, options: options, geo: geo, filterScore: scoring)
 
         let hitsPerPage = max(0, min(1000, try options.int("hitsPerPage", default: 20)))
         let limit = max(0, min(20_000, try options.int("paginationLimitedTo", default: 1000)))
@@ -296,7 +522,47 @@ public final class SearchIndex: Sendable {
         var nbHits = result.candidates.count
         var pageDocs: [Int32] = []
         let end = offset >= limit ? limit : min(offset + length, limit)
-        if distinct > 0, let groups = data.distinctGroup {
+        // Rules: promoted records (also when the query does not match them, unless `filterPromotes`
+        // and the filters exclude them) and hidden ones.
+        let hidden = Set(rules.hide.compactMap { data.docByID[$0] })
+        var promoted: [(Int32, Int)] = []
+        for (id, position) in rules.promote {
+            guard let doc = data.docByID[id], !hidden.contains(doc) else { continue }
+            if rules.filterPromotes && !(filter.isEmpty || filter.matches(Int(doc))) { continue }
+            promoted.append((doc, position))
+        }
+        if !hidden.isEmpty || !promoted.isEmpty {
+            // Candidates are in ascending document order: membership by binary search.
+            func isCandidate(_ doc: Int32) -> Bool {
+                var lo = 0
+                var hi = result.candidates.count
+                while lo < hi {
+                    let mid = (lo + hi) >> 1
+                    if result.candidates[mid] < doc { lo = mid + 1 } else { hi = mid }
+                }
+                return lo < result.candidates.count && result.candidates[lo] == doc
+            }
+            var ranked: [Int32]
+            if distinct > 0, let groups = data.distinctGroup {
+                var seen: [Int32: Int] = [:]
+                ranked = ranker.sorted(result.candidates).filter { doc in
+                    let group = groups[Int(doc)]
+                    guard group >= 0 else { return true }
+                    let count = seen[group, default: 0]
+                    seen[group] = count + 1
+                    return count < distinct
+                }
+            } else {
+                ranked = ranker.top(end + hidden.count + promoted.count, of: result.candidates)
+            }
+            let pinned = Self.pin(ranked, promoted: promoted, hidden: hidden)
+            nbHits =
+                result.candidates.count - hidden.filter(isCandidate).count
+                + Set(promoted.map(\.0)).filter { !isCandidate($0) }.count
+            if offset < end && offset < pinned.count {
+                pageDocs = Array(pinned[offset..<min(end, pinned.count)])
+            }
+        } else if distinct > 0, let groups = data.distinctGroup {
             var seen: [Int32: Int] = [:]
             var kept: [Int32] = []
             for doc in ranker.sorted(result.candidates) {
@@ -316,7 +582,8 @@ public final class SearchIndex: Sendable {
         }
 
         var response = JSONObject()
-        let context = HitContext(self, options, ranker)
+        var context = HitContext(self, options, ranker)
+        context.promoted = Set(promoted.map(\.0))
         response["hits"] = .array([])
         response["nbHits"] = .int(Int64(nbHits))
         response["page"] = .int(Int64(usesOffset ? (hitsPerPage > 0 ? offset / hitsPerPage : 0) : page))
@@ -343,6 +610,22 @@ public final class SearchIndex: Sendable {
             response["aroundLatLng"] = .string("\(center.lat),\(center.lng)")
         }
         response["query"] = .string(options.query)
+        if let afterRemoval { response["queryAfterRemoval"] = .string(afterRemoval) }
+        if let rendering = rules.renderingContent ?? options.value("renderingContent"), !rendering.isNull {
+            response["renderingContent"] = rendering
+        }
+        if !rules.userData.isEmpty { response["userData"] = .array(rules.userData) }
+        if !rules.applied.isEmpty {
+            response["appliedRules"] = .array(rules.applied.map { ["objectID": .string($0)] })
+        }
+        var ignored = ignoredSettings + ignoredParameters(.object(merged))
+        for (feature, languages) in parsed.unsupportedLanguages.sorted(by: { $0.key < $1.key }) {
+            ignored.append("\(feature) for \(languages.joined(separator: ", "))")
+        }
+        if !ignored.isEmpty {
+            response["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
         var echo = merged
         echo["cursor"] = nil
         response["params"] = .string(JSON.formEncode(echo))
@@ -421,6 +704,8 @@ public final class SearchIndex: Sendable {
         /// (attribute or "*", size) per `attributesToSnippet` entry.
         let snippets: [(String, Int)]
         let rankingInfo: Bool
+        /// Records pinned by a rule's `promote` (`_rankingInfo.promoted`).
+        var promoted: Set<Int32> = []
         /// The hit is the stored record (all attributes, in order) plus the computed keys, so it can be
         /// written from the record's stored bytes.
         let rawRecord: Bool
@@ -610,8 +895,10 @@ public final class SearchIndex: Sendable {
                 "nbTypos": .int(Int64(v.typos)), "firstMatchedWord": .int(Int64(v.firstMatchedWord)),
                 "proximityDistance": .int(Int64(v.proximity)),
                 "userScore": .int(Int64(data.count - Int(data.customRank[doc]))),
-                "geoDistance": .int(Int64(v.geoDistance)), "geoPrecision": .int(Int64(ranker.geoPrecision)),
-                "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)), "filters": 0,
+                "geoDistance": .int(Int64(v.geoDistance)),
+                "geoPrecision": .int(Int64(ranker.precision(at: Double(v.geoDistance)))),
+                "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)),
+                "filters": .int(Int64(v.filters)),
             ]
             if let geo = ranker.geo, let center = geo.center, let points = data.geo?[doc], !points.isEmpty {
                 let best = points.min { haversine(center, $0) < haversine(center, $1) }!
@@ -620,7 +907,7 @@ public final class SearchIndex: Sendable {
                     "distance": .int(Int64(v.geoDistance)),
                 ]
             }
-            info["promoted"] = false
+            info["promoted"] = .bool(context.promoted.contains(Int32(doc)))
             hit["_rankingInfo"] = .object(info)
         }
         return .object(hit)
@@ -734,7 +1021,13 @@ public final class SearchIndex: Sendable {
         var options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
         let geo = try geoQuery(options)
-        let words = alternatives.apply(try data.queryWords(options), options)
+        // Browse ignores plurals and advanced syntax (Algolia forces both off); stop words and optional
+        // words apply.
+        var wordParams = merged
+        wordParams["ignorePlurals"] = false
+        wordParams["advancedSyntax"] = false
+        let parsed = try data.parseQuery(SearchOptions(params: wordParams, settings: data.settings.raw))
+        let words = alternatives.apply(parsed.words, options)
         let result = data.match(options, words: words, filter: filter, geo: geo)
         let hitsPerPage = max(1, min(1000, try options.int("hitsPerPage", default: 1000)))
         // A cursor position past the end (a client may edit its cursor) gives an empty page.
@@ -758,6 +1051,11 @@ public final class SearchIndex: Sendable {
         response["exhaustive"] = ["nbHits": true]
         response["query"] = .string(options.query)
         response["params"] = .string(JSON.formEncode(merged))
+        let ignored = ignoredSettings + ignoredParameters(.object(merged))
+        if !ignored.isEmpty {
+            response["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
         let next = position + slice.count
         if next < result.candidates.count {
             let state: JSON = ["p": .object(merged), "o": .int(Int64(next)), "g": .string(generation)]
@@ -784,10 +1082,16 @@ public final class SearchIndex: Sendable {
         requests.map { getObject($0.objectID, attributesToRetrieve: $0.attributesToRetrieve) }
     }
 
-    /// The settings as given. `getVersion` 1 (Algolia's default) adds the legacy `synonyms` list (groups of
-    /// multi-way synonyms) when the settings don't carry one; 2 removes it.
+    /// The settings as Algolia's `getSettings` answers: those given (key order kept), then Algolia's
+    /// defaults for the ones never set (``defaultSettings``). `getVersion` 1 (Algolia's default) adds the
+    /// legacy `synonyms` list (groups of multi-way synonyms) when the settings don't carry one; 2 removes
+    /// it.
     public func settings(getVersion: Int? = nil) -> JSON {
-        guard case .object(var object) = settingsJSON else { return settingsJSON }
+        guard case .object(let given) = settingsJSON else { return settingsJSON }
+        // The settings as given (key order and nulls kept), then Algolia's defaults for the settings
+        // never given, as its getSettings answers.
+        var object = given
+        for (key, value) in Self.defaultSettings where object[key] == nil { object[key] = value }
         if getVersion == 2 {
             object["synonyms"] = nil
         } else if object["synonyms"] == nil {
@@ -801,6 +1105,16 @@ public final class SearchIndex: Sendable {
         }
         return .object(object)
     }
+
+    /// The settings Algolia's `getSettings` reports when they were never set, in its order.
+    static let defaultSettings: JSONObject = [
+        "minWordSizefor1Typo": 4, "minWordSizefor2Typos": 8, "hitsPerPage": 20, "maxValuesPerFacet": 100,
+        "paginationLimitedTo": 1000, "exactOnSingleWordQuery": "attribute",
+        "ranking": ["typo", "geo", "words", "filters", "proximity", "attribute", "exact", "custom"],
+        "separatorsToIndex": "", "removeWordsIfNoResults": "none", "queryType": "prefixLast",
+        "highlightPreTag": "<em>", "highlightPostTag": "</em>", "snippetEllipsisText": "…",
+        "alternativesAsExact": ["ignorePlurals", "singleWordSynonym"],
+    ]
 
     /// `searchForFacetValues` on a `searchable()` facet: values among the records matching `params`
     /// (query and filters) whose words start with the `facetQuery` words, highlighted, by count.
@@ -821,8 +1135,11 @@ public final class SearchIndex: Sendable {
         merged["facetQuery"] = nil
         let options = SearchOptions(params: merged, settings: data.settings.raw)
         let filter = try compileFilters(options)
+        let parsed = try data.parseQuery(options)
         let result = data.match(
-            options, words: try data.queryWords(options), filter: filter, geo: try geoQuery(options))
+            options, words: alternatives.apply(parsed.words, options), filter: filter,
+            geo: try geoQuery(options),
+            exclusions: parsed.exclusions, phrases: parsed.phrases)
         var counts = [Int32](repeating: 0, count: column.originals.count)
         for doc in result.candidates {
             for i in Int(column.offsets[Int(doc)])..<Int(column.offsets[Int(doc) + 1]) {
@@ -850,7 +1167,9 @@ public final class SearchIndex: Sendable {
         }
         hits.sort { $0.2 != $1.2 ? $0.2 > $1.2 : $0.0 < $1.0 }
         let elapsed = ContinuousClock.now - start
-        return [
+        var ignored = ignoredSettings + ignoredParameters(.object(merged))
+        ignored.removeAll { $0 == "facetQuery" || $0 == "maxFacetHits" }
+        var answer: JSONObject = [
             "facetHits": .array(
                 hits.prefix(maxHits).map {
                     ["value": .string($0.0), "highlighted": .string($0.1), "count": .int(Int64($0.2))]
@@ -862,6 +1181,11 @@ public final class SearchIndex: Sendable {
                     elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
                 )),
         ]
+        if !ignored.isEmpty {
+            answer["message"] = .string(
+                "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
+        }
+        return .object(answer)
     }
 
     /// Synonym search: `query` (substring, case-insensitive, over the synonym's words), `type` (one type

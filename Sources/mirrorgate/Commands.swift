@@ -11,6 +11,21 @@ struct MirrorgateCommand: ParsableCommand {
         commandName: "mirrorgate",
         abstract:
             "A local gateway that keeps Algolia search and OData services working when the network does not.",
+        discussion: """
+            Unmodified Algolia and OData clients point at the gateway instead of the real service: it forwards \
+            while the upstream answers and answers from local SQLite mirrors when it cannot, queueing OData \
+            writes for an exactly-once upload.
+
+            Configuration: --config FILE, else config/mirrorgate.yaml in the current directory, else the \
+            built-in demo (its data is compiled in). ${NAME} in the file is replaced by the environment \
+            variable NAME. Validate a file with `mirrorgate check --config FILE`.
+
+            Exit status: 0 success, 1 runtime error (e.g. the gateway or an upstream unreachable), 2 bad usage \
+            or configuration (each problem as file:line: key: message).
+
+            Signals (serve): SIGTERM and SIGINT stop gracefully: in-flight requests get server.shutdownGrace, \
+            SQLite is checkpointed, the exit status is 0.
+            """,
         version: mirrorgateVersion,
         subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self],
         defaultSubcommand: nil)
@@ -42,38 +57,38 @@ struct MirrorgateCommand: ParsableCommand {
 struct ConfigOptions: ParsableArguments {
     @Option(
         name: .long,
-        help: "Configuration file (YAML). Default: config/mirrorgate.yaml, else the built-in demo.")
+        help: "Configuration file (YAML). Default: config/mirrorgate.yaml, else the built-in demo.",
+        completion: .file(extensions: ["yaml", "yml"]))
     var config: String?
 
-    func load() throws -> (MirrorgateConfiguration, String) {
+    /// The label of the compiled-in demo configuration in messages.
+    static let builtInDemo = "<built-in demo>"
+
+    /// The configuration and where it came from, after `fileChecks` (`check`: bootstrap files readable,
+    /// `dataDir` writable). The built-in demo's bootstrap files are compiled in (checked by a unit test);
+    /// `serve` writes them out (`MirrorgateConfiguration.writeDemoFiles`).
+    func load(fileChecks: FileChecks = []) throws -> (MirrorgateConfiguration, String) {
         let env = ProcessInfo.processInfo.environment
         if let config {
-            return (try MirrorgateConfiguration.load(path: config, environment: env), config)
+            return (
+                try MirrorgateConfiguration.load(path: config, environment: env, fileChecks: fileChecks),
+                config
+            )
         }
         let fallback = "config/mirrorgate.yaml"
         if FileManager.default.fileExists(atPath: fallback) {
-            return (try MirrorgateConfiguration.load(path: fallback, environment: env), fallback)
+            return (
+                try MirrorgateConfiguration.load(path: fallback, environment: env, fileChecks: fileChecks),
+                fallback
+            )
         }
-        var demo = try MirrorgateConfiguration.parse(
-            yaml: MirrorgateConfiguration.demoYAML, fileName: "<built-in demo>", environment: env)
-        demo.baseDirectory = Self.demoDataDirectory()
-        return (demo, "<built-in demo>")
-    }
-
-    /// Where the demo's bundled data is: `./config`, else the `config` folder of the checkout the binary
-    /// was built in (`<repo>/.build/<mode>/mirrorgate`), so the demo also runs from another directory.
-    static func demoDataDirectory() -> String {
-        if FileManager.default.fileExists(atPath: "config/demo.yaml") { return "config" }
-        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var dir = exe.deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("config")
-            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("demo.yaml").path) {
-                return candidate.path
-            }
-            dir = dir.deletingLastPathComponent()
+        let demo = try MirrorgateConfiguration.parse(
+            yaml: MirrorgateConfiguration.demoYAML, fileName: Self.builtInDemo, environment: env)
+        if fileChecks.contains(.dataDir) {
+            let issues = demo.dataDirIssues(file: Self.builtInDemo)
+            if !issues.isEmpty { throw ConfigError(issues: issues) }
         }
-        return "."
+        return (demo, Self.builtInDemo)
     }
 }
 
@@ -85,11 +100,13 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Listen address HOST:PORT (overrides server.listen).")
     var listen: String?
 
-    @Option(name: .customLong("data-dir"), help: "Data directory (overrides dataDir).")
+    @Option(
+        name: .customLong("data-dir"), help: "Data directory (overrides dataDir).", completion: .directory)
     var dataDir: String?
 
     func run() throws {
-        var (config, source) = try options.load()
+        // an unwritable dataDir is one clean line (file:line), not a Foundation error dump at first write
+        var (config, source) = try options.load(fileChecks: dataDir == nil ? .dataDir : [])
         if let listen {
             guard let address = ListenAddress(listen) else {
                 throw ValidationError("--listen '\(listen)' is not HOST:PORT")
@@ -101,7 +118,23 @@ struct Serve: ParsableCommand {
             }
             config.server.listen = address
         }
-        if let dataDir { config.dataDir = dataDir }
+        if let dataDir {
+            config.dataDir = dataDir
+            let issues = config.dataDirIssues(file: "--data-dir")
+            if !issues.isEmpty { throw ConfigError(issues: issues) }
+        }
+        var demoDirectory: String?
+        if source == ConfigOptions.builtInDemo {
+            do {
+                demoDirectory = try MirrorgateConfiguration.writeDemoFiles()
+            } catch {
+                throw CommandFailure(
+                    description: "cannot write the built-in demo's files to \(NSTemporaryDirectory()): "
+                        + "\(error.localizedDescription)")
+            }
+            config.baseDirectory = demoDirectory ?? "."
+        }
+        defer { if let demoDirectory { try? FileManager.default.removeItem(atPath: demoDirectory) } }
         LogSetup.bootstrap(config.log)
         let logger = Logger(label: "mirrorgate")
         signal(SIGPIPE, SIG_IGN)
@@ -133,12 +166,16 @@ struct Serve: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Validate the configuration: exit 0, or 2 with every error (file:line: key: message).")
+        abstract: "Validate the configuration: exit 0, or 2 with every error (file:line: key: message).",
+        discussion: """
+            Besides keys and values, checks that every bootstrap file exists and is readable and that \
+            dataDir is a writable directory (or can be created).
+            """)
 
     @OptionGroup var options: ConfigOptions
 
     func run() throws {
-        let (_, source) = try options.load()
+        let (_, source) = try options.load(fileChecks: .all)
         print("\(source): ok")
     }
 }

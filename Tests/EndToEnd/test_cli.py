@@ -111,3 +111,54 @@ def test_version_flag():
     r = subprocess.run([str(binary()), "--version"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0
     assert r.stdout.strip()
+
+
+def test_demo_runs_without_a_checkout(tmp_path):
+    """The demo's data is compiled in: from a directory with no config/ around it (as in a container),
+    `serve` answers the mirrored index, the offline index and the OData service locally, and removes the
+    copy of the demo's files it wrote when it stops."""
+    port = free_port()
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    log = tmp_path / "demo.log"
+
+    def preexec():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    env = dict(os.environ, TMPDIR=str(scratch))
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(
+            [str(binary()), "serve", "--listen", f"127.0.0.1:{port}"],
+            cwd=str(empty), stdin=subprocess.DEVNULL, stdout=f, stderr=f, preexec_fn=preexec, env=env,
+        )
+    try:
+        assert _await(port, proc), f"demo did not start:\n{log.read_text(errors='replace')[-3000:]}"
+        headers = {
+            "Content-Type": "application/json",
+            "X-Algolia-Application-Id": "DEMOAPP",
+            "X-Algolia-API-Key": "demo-search-key",
+        }
+        for index in ("demo_mirror", "demo_packages"):
+            st, _, body = request(
+                "POST", f"http://127.0.0.1:{port}/1/indexes/{index}/query",
+                body=b'{"query":"pythn","hitsPerPage":3}', headers=headers, timeout=10,
+            )
+            assert st == 200, body[:300]
+            res = json.loads(body)
+            assert res["nbHits"] > 0 and res["hits"][0]["objectID"].startswith("python"), res
+            if index == "demo_mirror":
+                assert res["origin"] == "local", res
+        st, hdrs, body = request("GET", f"http://127.0.0.1:{port}/odata/demo/Customers?$expand=Orders", timeout=10)
+        assert st == 200, body[:300]
+        customers = json.loads(body)["value"]
+        assert len(customers) >= 3 and any(c["Orders"] for c in customers), customers
+        written = list(scratch.glob("mirrorgate-demo.*"))
+        assert len(written) == 1, written
+    finally:
+        code = _stop(proc)
+    assert code == 0, f"exit {code}:\n{log.read_text(errors='replace')[-3000:]}"
+    assert list(scratch.iterdir()) == [], "the demo's files must be removed at stop"
+    # the data went where the demo says: ./mirrorgate-data of the working directory
+    assert (empty / "mirrorgate-data").is_dir()

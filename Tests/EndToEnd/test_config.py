@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 from harness import binary, free_port, run_cli
@@ -266,3 +271,114 @@ def test_bad_usage_exits_2(args):
 
 def test_binary_exists():
     assert binary().exists(), f"{binary()} is missing"
+
+
+def test_check_reports_missing_and_unreadable_bootstrap_files(tmp_path):
+    """`check` opens what `serve` will need: every bootstrap file, reported at its line (SPEC §1)."""
+    (tmp_path / "settings.json").write_text("{}")
+    (tmp_path / "folder.xml").mkdir()
+    p = write(
+        tmp_path,
+        f"""
+        dataDir: {tmp_path / 'data'}
+        algolia:
+          appId: APP
+          apiKey: key
+          hosts: ["http://127.0.0.1:9"]
+          offlineIndices:
+            notes:
+              bootstrap:
+                settings: settings.json
+                objects: [absent.json]
+        odata:
+          services:
+            s:
+              upstream: http://127.0.0.1:9/
+              bootstrap:
+                metadata: folder.xml
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 10, "algolia.offlineIndices.notes.bootstrap.objects", "'absent.json' does not exist")
+    assert_error_at(out, p, 16, "odata.services.s.bootstrap.metadata", "'folder.xml' is a directory")
+    assert "settings.json" not in out, out
+    # the same file is accepted once the files are there
+    (tmp_path / "absent.json").write_text("[]")
+    (tmp_path / "folder.xml").rmdir()
+    (tmp_path / "folder.xml").write_text("<edmx/>")
+    code, out = check(p)
+    assert code == 0, out
+
+
+def _as_other_user():
+    """preexec_fn that runs a child as `nobody` when the tests run as root (root may write anywhere, so a
+    permission test needs another user); None as a normal user (then a mode 0555 directory does it)."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+    return drop
+
+
+def _run_as(args, cwd, preexec):
+    """Runs the binary (as `nobody` with `preexec`) from a copy in `cwd`, a directory `nobody` can traverse:
+    the build folder may sit in a private directory (CI clones into a mode 0700 temporary folder)."""
+    exe = Path(cwd) / "mirrorgate"
+    if not exe.exists():
+        shutil.copy2(binary(), exe)
+        os.chmod(exe, 0o755)
+    return subprocess.run(
+        [str(exe), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=str(cwd),
+        preexec_fn=preexec,
+    )
+
+
+def test_unwritable_data_dir_is_one_clean_line_in_check_and_serve():
+    """An unwritable dataDir: `check` fails with file:line, and `serve` stops before opening anything with
+    the same line, never a Foundation error dump (NSCocoaErrorDomain…)."""
+    assert binary().exists(), f"{binary()} is missing"
+    preexec = _as_other_user()
+    # pytest's tmp_path lives in a 0700 directory of root's: `nobody` needs a path it can traverse
+    base = Path(tempfile.mkdtemp(prefix="mg-e2e-perm-"))
+    try:
+        os.chmod(base, 0o755)
+        readonly = base / "readonly"
+        readonly.mkdir()
+        os.chmod(readonly, 0o755 if preexec else 0o555)
+        for target, expected in ((readonly / "data", "cannot be created in"), (readonly, "is not writable")):
+            p = write(
+                base,
+                f"""
+                server:
+                  listen: 127.0.0.1:{free_port()}
+                dataDir: {target}
+                """,
+            )
+            os.chmod(p, 0o644)
+            for command in (["check", "--config", str(p)], ["serve", "--config", str(p)]):
+                r = _run_as(command, base, preexec)
+                out = r.stdout + r.stderr
+                assert r.returncode == 2, f"{command[0]}: exit {r.returncode}\n{out}"
+                assert_error_at(out, p, 3, "dataDir", expected, "Permission denied")
+                assert "NSCocoaErrorDomain" not in out and "Error Domain" not in out, out
+            assert not (readonly / "data").exists()
+        # `--data-dir` names the culprit too
+        p = write(base, f"server:\n  listen: 127.0.0.1:{free_port()}\n", name="ok.yaml")
+        os.chmod(p, 0o644)
+        r = _run_as(["serve", "--config", str(p), "--data-dir", str(readonly / "d")], base, preexec)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, out
+        assert "--data-dir: dataDir:" in out and "Permission denied" in out, out
+    finally:
+        os.chmod(base / "readonly", 0o755)
+        shutil.rmtree(base)

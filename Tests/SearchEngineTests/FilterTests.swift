@@ -215,7 +215,10 @@ import Testing
         let index = SearchIndex(
             name: "s", settings: given,
             synonyms: [["objectID": "s1", "type": "synonym", "synonyms": ["car", "auto"]]], records: [])
-        #expect(index.settings(getVersion: 2).serialized() == given.serialized())
+        #expect(index.settingsJSON.serialized() == given.serialized())
+        #expect(
+            index.settings(getVersion: 2).objectValue?.keys.prefix(given.objectValue!.count).elementsEqual(
+                given.objectValue!.keys) == true)
         #expect(index.settings(getVersion: 1)["synonyms"] == [["car", "auto"]])
         let found = index.searchSynonyms(params: ["query": "aut"])
         #expect(found["nbHits"] == 1)

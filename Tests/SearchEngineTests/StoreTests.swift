@@ -20,7 +20,7 @@ import Testing
         #expect(built.objectCount == 5)
         let loaded = try #require(try store.load(name: "books"))
         #expect(loaded.objectCount == 5)
-        #expect(loaded.settings(getVersion: 2) == Fixtures.settings)
+        #expect(loaded.settingsJSON == Fixtures.settings)
         #expect(loaded.synonyms.count == 1)
         #expect(ids(try loaded.search(["query": "dumas"])) == ["2", "1"])
         #expect(try store.indexNames() == ["books"])

@@ -27,8 +27,8 @@ import Testing
     @Test func multiWaySynonymsMatchEachOther() throws {
         let index = Self.index()
         // Typo and exact tie (synonyms are typo-free and exact); the attribute criterion (word position)
-        // puts "Vehicle insurance" (position 0) first, then document order.
-        #expect(ids(try index.search(["query": "auto"])) == ["vehicle", "car", "auto"])
+        // puts "Vehicle insurance" (position 0) first, then the tie: the record indexed last first.
+        #expect(ids(try index.search(["query": "auto"])) == ["vehicle", "auto", "car"])
         #expect(Set(ids(try index.search(["query": "vehicle"]))) == ["car", "auto", "vehicle"])
         #expect(try index.search(["query": "car"])["nbHits"] == 3)
     }
@@ -81,5 +81,30 @@ import Testing
         for query in ["auto", "tablet", "color", "car parts"] {
             try SerializedTests.expectSame(index, ["query": .string(query)])
         }
+    }
+
+    @Test func placeholders() throws {
+        let index = SearchIndex(
+            name: "streets", settings: ["searchableAttributes": ["address"]],
+            synonyms: [
+                [
+                    "objectID": "p", "type": "placeholder", "placeholder": "<Street>",
+                    "replacements": ["street", "st"],
+                ]
+            ],
+            records: [
+                ["objectID": "1", "address": "12 <Street> Main"],
+                ["objectID": "2", "address": "Main street corner"],
+                ["objectID": "3", "address": "7 Main avenue"],
+            ])
+        #expect(Set(ids(try index.search(["query": "main st", "queryType": "prefixNone"]))) == ["1"])
+        #expect(
+            Set(ids(try index.search(["query": "main street", "queryType": "prefixNone"]))) == ["1", "2"])
+        // The placeholder's own name is not a word of the record.
+        #expect(ids(try index.search(["query": "main avenue"])) == ["3"])
+        #expect(ids(try index.search(["query": "12 main", "queryType": "prefixNone"])) == ["1"])
+        // Without the synonyms parameter, nothing stands for the placeholder.
+        #expect(
+            ids(try index.search(["query": "main st", "queryType": "prefixNone", "synonyms": false])) == [])
     }
 }

@@ -34,7 +34,7 @@ import Testing
         guard let (settings, index) = try Self.load() else { return }
         #expect(index.objectCount == 2356)
         // Settings come back exactly as given, legacy names included.
-        #expect(index.settings(getVersion: 2).serialized() == settings.serialized())
+        #expect(index.settingsJSON.serialized() == settings.serialized())
         let response = try index.search(["query": "climate change", "facets": ["*"], "getRankingInfo": true])
         let hits = try #require(response["hits"]?.arrayValue)
         #expect(!hits.isEmpty)

@@ -235,7 +235,7 @@ def git_commit() -> str:
 def main() -> int:
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
-            raise SystemExit(f"bench: {tool} not found (bash scripts/setup.sh installs it)")
+            raise SystemExit(f"bench: {tool} not found (bash scripts/setup.sh --bench installs it)")
     if not MG_BIN.exists():
         raise SystemExit(f"bench: {MG_BIN} missing: swift build -c release --product mirrorgate")
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH="$PATH:/usr/sbin:/opt/swift/usr/bin"
 for tool in nginx wrk python3; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool missing (bash scripts/setup.sh installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "bench: $tool missing (bash scripts/setup.sh --bench installs it)" >&2; exit 1; }
 done
 if [ -z "${MIRRORGATE_BIN:-}" ]; then
   # incremental: the measured binary is the working tree's

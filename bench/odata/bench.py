@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="per query, for wrk and for raw SQLite each")
     args = ap.parse_args()
     if not shutil.which("wrk"):
-        raise SystemExit("bench: wrk missing (bash scripts/setup.sh installs it)")
+        raise SystemExit("bench: wrk missing (bash scripts/setup.sh --bench installs it)")
     binary = os.environ["MIRRORGATE_BIN"]
     work = Path(tempfile.mkdtemp(prefix="mg-odata-bench-"))
     (work / "metadata.xml").write_text(METADATA)

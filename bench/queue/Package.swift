@@ -7,7 +7,7 @@ import PackageDescription
 let package = Package(
     name: "queue-bench",
     platforms: [.macOS(.v15)],
-    dependencies: [.package(url: "https://github.com/apple/swift-crypto", from: "3.12.3")],
+    dependencies: [.package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3")],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
         .target(

@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export PATH="$PATH:/usr/sbin:/opt/swift/usr/bin"
 for tool in wrk python3; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool missing (bash scripts/setup.sh installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "bench: $tool missing (bash scripts/setup.sh --bench installs it)" >&2; exit 1; }
 done
 if [ -z "${MIRRORGATE_BIN:-}" ]; then
   (cd "$repo" && swift build -c release --product mirrorgate)

@@ -17,6 +17,7 @@ It implements just enough of Algolia's search API for the official Python client
                                          then N chunks of B bytes every S seconds (a longer pause
                                          `first_delay` after the first of them)
     GET  /_fake/bytes?size=B             a large fixed-length response with a deterministic body
+    GET  /_fake/ready                    200 {"ready": true}
     (the same special routes answer under /1/indexes/_trickle/..., /1/indexes/_bytes/..., so they can
     be reached through the gateway's Algolia forwarding)
 
@@ -90,7 +91,7 @@ class _Index:
 class FakeAlgolia:
     """A threaded fake Algolia server on 127.0.0.1 with request recording and fault modes."""
 
-    def __init__(self, name: str = "fake-algolia", port: int = 0, browse_page_size: int = 2):
+    def __init__(self, name: str = "fake-algolia", port: int = 0, browse_page_size: int = 2, host: str = "127.0.0.1"):
         self.name = name
         self.browse_page_size = browse_page_size
         self.delay = 0.0
@@ -106,7 +107,8 @@ class FakeAlgolia:
         class Handler(_Handler):
             server_fake = fake
 
-        self.httpd = _Server(("127.0.0.1", port), Handler)
+        # host: 127.0.0.1 for the tests; 0.0.0.0 in a container (docker/fakes/serve.py)
+        self.httpd = _Server((host, port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -327,6 +329,9 @@ class _Handler(BaseHTTPRequestHandler):
                     left -= n
             except (BrokenPipeError, ConnectionResetError, OSError):
                 self.close_connection = True
+            return
+        if path == "/_fake/ready":  # the compose kit's healthcheck (docker/compose.yaml)
+            self._json(rec, 200, {"ready": True})
             return
         if path == "/_fake/echo":
             data = json.dumps(

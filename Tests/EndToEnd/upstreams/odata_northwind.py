@@ -212,15 +212,23 @@ class _QuietHandler(WSGIRequestHandler):
 class ODataUpstream:
     """Runs the Northwind app on 127.0.0.1 in a thread; records requests; canonical origin fixed."""
 
-    def __init__(self, port: int = 0, page_size: int | None = 5, etags: bool = True, constraints: bool = True):
+    def __init__(
+        self,
+        port: int = 0,
+        page_size: int | None = 5,
+        etags: bool = True,
+        constraints: bool = True,
+        host: str = "127.0.0.1",
+        origin: str | None = None,
+    ):
+        """host: the address to bind (0.0.0.0 in a container); origin: the canonical origin its absolute
+        URLs use (default http://127.0.0.1:PORT; in a compose network, the name the gateway calls it by)."""
         self.app = build_app(page_size=page_size, etags=etags, constraints=constraints)
         self.records: list[ODataRecord] = []
         self.lock = threading.Lock()
-        self.httpd = make_server(
-            "127.0.0.1", port, self._wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
-        )
+        self.httpd = make_server(host, port, self._wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
         self.port = self.httpd.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
+        self.origin = origin or f"http://127.0.0.1:{self.port}"
         self.root = f"{self.origin}{MOUNT}/"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -243,7 +251,7 @@ class ODataUpstream:
         with self.lock:
             self.records.append(rec)
         # A real upstream knows its own name: build absolute URLs from the canonical origin.
-        environ["HTTP_HOST"] = f"127.0.0.1:{self.port}"
+        environ["HTTP_HOST"] = self.origin.split("://", 1)[1]
 
         def _start(status, hdrs, exc_info=None):
             rec.status = status

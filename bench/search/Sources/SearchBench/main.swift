@@ -4,6 +4,8 @@
 // usage: SearchBench build <records.json> <queries.json> <repetitions> [<store-dir>]
 //        SearchBench restart <queries.json> <store-dir>      (open the store, load, answer one query)
 //        SearchBench copy <from-store-dir> <to-store-dir>    (load, then time the write of a new store)
+//        SearchBench features <records.json> <queries.json> <repetitions>
+//            (the same query set with ignorePlurals, removeStopWords, both, and with 200 query rules)
 // With MG_BENCH_STORE_KEY set, the stores written and read are encrypted with it (as with
 // `algolia.storeEncryptionKey`); key derivation happens when a store is opened and is timed with it.
 import Foundation
@@ -66,14 +68,18 @@ func loadQueries(_ path: String) throws -> JSONObject {
 
 nonisolated(unsafe) var sink = 0
 
-func runQueries(_ index: SearchIndex, _ queries: JSONObject, repetitions: Int) throws -> JSONObject {
+func runQueries(
+    _ index: SearchIndex, _ queries: JSONObject, repetitions: Int, extra: JSONObject = [:]
+) throws -> JSONObject {
     var out = JSONObject()
     var zeroHitTypos: [JSON] = []
     for (className, list) in queries {
         let entries = list.arrayValue ?? []
         var latencies: [Double] = []
         for entry in entries {
-            let p = params(entry)
+            var object = params(entry).objectValue!
+            for (key, value) in extra { object[key] = value }
+            let p = JSON.object(object)
             let warm = try index.search(p)
             if className.contains("typo"), warm["nbHits"]?.intValue == 0 {
                 zeroHitTypos.append(entry["q"] ?? "")
@@ -178,6 +184,58 @@ do {
         result["storeBuildMs"] = .double(now() - s0)
         result["cpuMs"] = .double(cpuNow() - c0)
         result["encrypted"] = .bool(ProcessInfo.processInfo.environment["MG_BENCH_STORE_KEY"] != nil)
+    case "features":
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: args[2])))
+        let queries = try loadQueries(args[3])
+        let repetitions = Int(args[4]) ?? 5
+        let t0 = now()
+        let plain = try SearchIndex(name: "debian", settings: settings, jsonArray: bytes)
+        result["buildMs"] = .double(now() - t0)
+        result["rssAfterBuildMiB"] = .double(peakRSSMiB())
+        var variants = JSONObject()
+        variants["baseline"] = try runQueries(plain, queries, repetitions: repetitions)["classes"]
+        let r0 = peakRSSMiB()
+        variants["ignorePlurals_en"] = try runQueries(
+            plain, queries, repetitions: repetitions, extra: ["ignorePlurals": ["en"]])["classes"]
+        result["rssGrowthFirstPluralUseMiB"] = .double(peakRSSMiB() - r0)
+        variants["removeStopWords_en"] = try runQueries(
+            plain, queries, repetitions: repetitions, extra: ["removeStopWords": ["en"]])["classes"]
+        variants["plurals_and_stopWords_en"] = try runQueries(
+            plain, queries, repetitions: repetitions,
+            extra: ["ignorePlurals": ["en"], "removeStopWords": ["en"]]
+        )["classes"]
+        variants["ignorePlurals_all4"] = try runQueries(
+            plain, queries, repetitions: repetitions, extra: ["ignorePlurals": ["en", "fr", "de", "es"]])[
+                "classes"]
+        // 200 rules: contains-patterns on words of the query set and of the corpus, with promote, hide,
+        // userData and a filter consequence; none on most queries.
+        let words = [
+            "library", "python", "editor", "kernel", "game", "server", "font", "perl", "java", "network",
+            "audio", "image", "database", "firmware", "compiler", "ruby", "gnome", "plugin", "tool", "data",
+        ]
+        var rules: [JSON] = []
+        for i in 0..<200 {
+            let word = i < words.count ? words[i] : "zzword\(i)"
+            rules.append([
+                "objectID": .string("rule-\(i)"),
+                "conditions": [
+                    ["pattern": .string(word), "anchoring": i % 2 == 0 ? "contains" : "startsWith"]
+                ],
+                "consequence": [
+                    "userData": ["rule": .int(Int64(i))], "promote": [["objectID": "0ad", "position": 0]],
+                    "hide": [["objectID": "vim"]],
+                ],
+            ])
+        }
+        let r1 = now()
+        let ruled = try SearchIndex(name: "debian", settings: settings, rules: rules, jsonArray: bytes)
+        result["buildWithRulesMs"] = .double(now() - r1)
+        result["rulesJSONBytes"] = .int(Int64(JSON.array(rules).serializedBytes().count))
+        variants["rules_200"] = try runQueries(ruled, queries, repetitions: repetitions)["classes"]
+        result["variants"] = .object(variants)
+        result["pluralTableForms"] = .int(
+            Int64(["en", "fr", "de", "es"].map { plain.pluralFormCount(language: $0) }.reduce(0, +)))
+        result["peakRSSMiB"] = .double(peakRSSMiB())
     case "profile":
         // profile <queries.json> <store-dir> <iterations> [class]: loops over the queries (for perf/callgrind).
         let queries = try loadQueries(args[2])
