@@ -40,6 +40,7 @@ print(f"\nPer class p50/p99 no worse than tantivy: {'all classes' if ok_all else
 
 copy = {v: [load(f"copy-{v}-{r}") for r in range(1, rounds + 1)] for v in ("plain", "encrypted")}
 reopen = {v: [load(f"restart-{v}-{r}") for r in range(1, rounds + 1)] for v in ("plain", "encrypted")}
+op = {v: med([x["storeOpenMs"] for x in copy[v]]) for v in copy}
 w = {v: med([x["storeBuildMs"] for x in copy[v]]) for v in copy}
 wc = {v: med([x["cpuMs"] for x in copy[v]]) for v in copy}
 o = {v: med([x["firstAnswerAfterRestartMs"] for x in reopen[v]]) for v in reopen}
@@ -50,7 +51,9 @@ print("\nEncryption at rest (`algolia.storeEncryptionKey`, AES-256-GCM pages thr
       "change least). Queries run on the index in memory and never read the store.\n")
 print("| | plain | encrypted | ratio | target ≤ 1.3 |")
 print("|---|---:|---:|---:|---|")
-for name, v in (("store write (open + save), wall ms", w), ("store write, CPU ms", wc),
+print(f"| opening a new store (an encrypted one derives its key: scrypt, once per file and process), wall ms | "
+      f"{op['plain']:.0f} | {op['encrypted']:.0f} | | |")
+for name, v in (("index save into the open store, wall ms", w), ("index save, CPU ms", wc),
                 ("first answer after restart (open, load, query), wall ms", o), ("first answer after restart, CPU ms", oc)):
     ratio = v["encrypted"] / v["plain"]
     print(f"| {name} | {v['plain']:.0f} | {v['encrypted']:.0f} | {ratio:.2f} | {'met' if ratio <= 1.3 else 'NOT met'} |")
