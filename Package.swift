@@ -108,6 +108,16 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict),
+        // Test support: fixtures, fakes and the gateway in-process for the unit tests; only test targets
+        // import it.
+        .target(
+            name: "MirrorgateTesting",
+            dependencies: [
+                "Mirrorgate", "AlgoliaGateway", "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream",
+                "GatewayConfig", "JSONCore", "SearchEngine", .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Resources/OData")],
+            swiftSettings: strict),
         .executableTarget(
             name: "mirrorgate",
             dependencies: [
@@ -128,20 +138,32 @@ let package = Package(
         .testTarget(name: "ProxyingTests", dependencies: ["Proxying", "HTTPCore"], swiftSettings: strict),
         .testTarget(
             name: "AlgoliaGatewayTests",
-            dependencies: ["AlgoliaGateway", "JSONCore", "SearchEngine", "HTTPCore", "GatewaySupport"],
+            dependencies: [
+                "AlgoliaGateway", "MirrorgateTesting", "JSONCore", "SearchEngine", "HTTPCore",
+                "GatewaySupport",
+                "GatewayConfig",
+            ],
             swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore", "HTTPCore"], swiftSettings: strict),
-        .testTarget(name: "ODataCoreTests", dependencies: ["ODataCore"], swiftSettings: strict),
+        .testTarget(
+            name: "ODataCoreTests", dependencies: ["ODataCore", "JSONCore", "Storage"], swiftSettings: strict),
         .testTarget(
             name: "ODataGatewayTests",
             dependencies: [
-                "ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPCore", "GatewaySupport", "Upstream",
+                "ODataGateway", "MirrorgateTesting", "ODataCore", "JSONCore", "Storage", "HTTPCore",
+                "GatewaySupport",
+                "Upstream",
             ],
             swiftSettings: strict),
-        .testTarget(name: "SearchEngineTests", dependencies: ["SearchEngine"], swiftSettings: strict),
+        .testTarget(
+            name: "SearchEngineTests", dependencies: ["SearchEngine", "JSONCore", "MirrorgateTesting"],
+            swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
-        .testTarget(name: "MirrorgateTests", dependencies: ["Mirrorgate"], swiftSettings: strict),
+        .testTarget(
+            name: "MirrorgateTests",
+            dependencies: ["Mirrorgate", "MirrorgateTesting", "AlgoliaGateway", "GatewayConfig", "JSONCore"],
+            swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

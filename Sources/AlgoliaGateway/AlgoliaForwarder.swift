@@ -1,27 +1,10 @@
+import GatewayConfig
 import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
 import Proxying
 import Upstream
-
-/// One Algolia host and the calls it accepts.
-public struct AlgoliaHost: Sendable, Hashable {
-    /// What a host accepts.
-    public enum Accept: String, Sendable { case read, write, readWrite }
-    /// Base URL, e.g. `https://APPID-dsn.algolia.net` or `http://127.0.0.1:8081`.
-    public var url: String
-    /// Which calls go to it.
-    public var accept: Accept
-
-    /// Creates a host.
-    public init(url: String, accept: Accept = .readWrite) {
-        var u = url
-        while u.hasSuffix("/") { u.removeLast() }
-        self.url = u
-        self.accept = accept
-    }
-}
 
 /// Settings of the forwarder (mapped from `algolia.*` in the configuration).
 public struct AlgoliaForwardingSettings: Sendable {
@@ -50,33 +33,11 @@ public struct AlgoliaForwardingSettings: Sendable {
     }
 }
 
-/// An error in Algolia's format: the body `{"message": …, "status": N}` with that status.
-public struct AlgoliaError: GatewayError, Sendable {
-    /// The HTTP status.
-    public var status: Int
-    /// The message for the client.
-    public var message: String
-
-    /// An error with `status` and `message`.
-    public init(_ status: Int, _ message: String) {
-        self.status = status
-        self.message = message
-    }
-
-    /// The error as a response.
-    public func response() -> HTTPResponse { Self.response(status, message) }
-
-    /// An error response in Algolia's format.
-    public static func response(_ status: Int, _ message: String) -> HTTPResponse {
-        .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
-    }
-}
-
 /// Forwards requests under `/1/` to the Algolia hosts unchanged: reads to read hosts, writes to write
 /// hosts, tried in order on transient failures within one whole budget per request. Never answers a
 /// 5xx: when no host answers, or every host answered 5xx, the answer is `unavailableStatus` with
 /// Algolia's error body.
-public final class AlgoliaForwarder: Sendable {
+public final class AlgoliaForwarder: AlgoliaUpstream {
     /// The settings in force.
     public let settings: AlgoliaForwardingSettings
     /// Tracks whether any host answers.
@@ -112,27 +73,11 @@ public final class AlgoliaForwarder: Sendable {
             || path.hasSuffix("/rules/search")
     }
 
-    /// What a caller (the mirrored-index strategies) adds to a plain forward.
-    public struct Hooks {
-        /// Mark the answer `X-Mirrorgate-Origin: remote`.
-        public var originHeader = false
-        /// Insert `"origin":"remote"` into a 2xx JSON envelope (asks the upstream for identity encoding).
-        public var tagBody = false
-        /// With `tagBody`: also tag each object of the envelope's `results` (multi-queries).
-        public var tagResults = false
-        /// Called with the status of a relayed answer (before nothing: after it was handed to the client).
-        public var onRelayed: ((Int) -> Void)?
-        /// Called instead of answering `unavailableStatus` when no host answers or all answered 5xx.
-        public var onUnavailable: (() -> Void)?
-        /// Polled while a transfer runs: true cancels it and stops trying hosts.
-        public var isCancelled: (() -> Bool)?
-        /// Creates empty hooks.
-        public init() {}
-    }
-
     /// Forwards `request` without blocking; answers through `responder` in every case (or calls
     /// `hooks.onUnavailable`).
-    public func forward(_ request: HTTPRequest, _ responder: any Responder, hooks: Hooks = Hooks()) {
+    public func forward(
+        _ request: HTTPRequest, _ responder: any Responder, hooks: ForwardHooks = ForwardHooks()
+    ) {
         let read = Self.isRead(method: request.method, path: request.path)
         let hosts = settings.hosts.filter { read ? $0.accept != .write : $0.accept != .read }
         let budget = read ? settings.readTimeout : settings.writeTimeout
@@ -158,12 +103,12 @@ public final class AlgoliaForwarder: Sendable {
         var index = 0
         var lastProblem = "no Algolia host configured"
         var sawAnswer = false
-        let hooks: Hooks
+        let hooks: ForwardHooks
 
         init(
             forwarder: AlgoliaForwarder, request: HTTPRequest, responder: any Responder, hosts: [AlgoliaHost],
             headers: [(name: String, value: String)], budget: Duration, deadline: ContinuousClock.Instant,
-            hooks: Hooks
+            hooks: ForwardHooks
         ) {
             self.hooks = hooks
             self.forwarder = forwarder

@@ -7,13 +7,16 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <microhttpd.h>
 
 typedef void *(*mg_mhd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *con);
 
 /// Starts a daemon bound to the given socket address (IPv4 or IPv6), with the options Mirrorgate uses.
-/// `uri_log` receives the raw request target (path and query, not unescaped) and returns the request context.
+/// `accept_policy` admits or refuses each new connection by its peer address; `uri_log` receives the raw
+/// request target (path and query, not unescaped) and returns the request context.
 static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct sockaddr *addr,
+                                              MHD_AcceptPolicyCallback accept_policy, void *accept_policy_cls,
                                               MHD_AccessHandlerCallback handler, void *handler_cls,
                                               MHD_RequestCompletedCallback completed, void *completed_cls,
                                               mg_mhd_uri_log_callback uri_log, void *uri_log_cls,
@@ -25,7 +28,7 @@ static inline struct MHD_Daemon *mg_mhd_start(unsigned int flags, const struct s
     uint16_t port = 0;
     if (addr->sa_family == AF_INET) port = ntohs(((const struct sockaddr_in *)addr)->sin_port);
     else if (addr->sa_family == AF_INET6) port = ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
-    return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+    return MHD_start_daemon(flags, port, accept_policy, accept_policy_cls, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
@@ -58,6 +61,30 @@ static inline int mg_mhd_listen_fd(struct MHD_Daemon *daemon) {
 static inline int mg_mhd_connection_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? info->connect_fd : -1;
+}
+
+/// The socket context a connection notification stored for the connection (NULL if none).
+static inline void *mg_mhd_socket_context(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/// The size of the request head in bytes, from the method to the end of the empty line (0 if unknown).
+static inline size_t mg_mhd_header_size(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info ? info->header_size : 0;
+}
+
+/// The peer's socket address (NULL if unknown).
+static inline const struct sockaddr *mg_mhd_client_address(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info ? info->client_addr : NULL;
+}
+
+/// Sets TCP_DEFER_ACCEPT on a listening socket (a connection is accepted once its first data arrived,
+/// or after `seconds`); returns setsockopt's result (errors are checked in Swift).
+static inline int mg_set_defer_accept(int fd, int seconds) {
+    return setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds);
 }
 
 /// Number of open connections.

@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import GatewaySupport
+import Glibc
 import HTTPCore
 import Logging
 import Synchronization
@@ -15,24 +16,35 @@ public struct ServerConfiguration: Sendable {
     public var maxBodySize: Int
     /// Simultaneous connections.
     public var maxConnections: Int
-    /// Longest a request may take from arrival to response (and idle connection timeout).
+    /// The whole-request bound, independent of activity: a connection's request head must be complete
+    /// this long after it started waiting for it (accept, or the previous response), the body this long
+    /// after the request line, and the answer too (504); also the idle timeout while a response is sent.
     public var requestTimeout: Duration
+    /// Connections from one address that may wait for (or trickle) a request head at once (see
+    /// ``PendingTable``); by default a quarter of `maxConnections`, at least 8.
+    public var maxPendingPerAddress: Int
+    /// Connections from all addresses together that may wait for a request head at once; by default half
+    /// of `maxConnections`, at least 16.
+    public var maxPending: Int
     /// Per-connection memory for headers (libmicrohttpd); headers beyond it get 431.
     public var connectionMemoryLimit: Int
     /// libmicrohttpd polling threads (handlers run on them and must not block).
     public var pollingThreads: Int
 
-    /// Creates a configuration.
+    /// Creates a configuration; the pending-connection limits default to fractions of `maxConnections`.
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, maxBodySize: Int = 10 << 20,
         maxConnections: Int = 512, requestTimeout: Duration = .seconds(30),
-        connectionMemoryLimit: Int = 32 << 10, pollingThreads: Int = 1
+        connectionMemoryLimit: Int = 32 << 10, pollingThreads: Int = 1,
+        maxPendingPerAddress: Int? = nil, maxPending: Int? = nil
     ) {
         self.host = host
         self.port = port
         self.maxBodySize = maxBodySize
         self.maxConnections = maxConnections
         self.requestTimeout = requestTimeout
+        self.maxPendingPerAddress = max(1, maxPendingPerAddress ?? max(8, maxConnections / 4))
+        self.maxPending = max(1, maxPending ?? max(16, maxConnections / 2))
         self.connectionMemoryLimit = connectionMemoryLimit
         self.pollingThreads = pollingThreads
     }
@@ -53,6 +65,14 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
 /// The HTTP server on libmicrohttpd: internal polling threads with epoll that hand each complete request
 /// to the handler (which must not block) and suspend it until it is answered, fixed and streamed
 /// responses, body limits, deadlines on every suspension, and graceful shutdown.
+///
+/// What it enforces before a request reaches the handler (libmicrohttpd 0.9.75 does none of it):
+/// RFC 9112 framing (``RequestFraming``, and for 0.9.x the head layout check of ``HeadLayout``: NUL and
+/// obs-fold), answered 400/501 in the API's format and followed by a close; a whole-request
+/// deadline independent of activity (a head trickling in is closed at `requestTimeout`, a body gets 408);
+/// per-address and total limits on connections still waiting for a head (``PendingTable``); a TLS
+/// ClientHello on the plain port is closed at once; a chunked body is cut with 413 as soon as its running
+/// count passes `maxBodySize`.
 public final class Server: Sendable {
     let core: ServerCore
 
@@ -91,6 +111,13 @@ final class ServerCore: @unchecked Sendable {
     /// Open connections (libmicrohttpd's own limit is set above `maxConnections`, see `start`).
     let connections = Atomic<Int>(0)
     private let registry = Mutex<[ObjectIdentifier: RequestContext]>([:])
+    /// Connections waiting for a request head, and every slot's `closed`/`shut` state: a socket is shut
+    /// down only under this lock and only while libmicrohttpd has not reported its close.
+    private let table: Mutex<PendingTable>
+    /// Slow connections refused or closed since the last report (logged at most every 10 s).
+    private let slowReport = Mutex<(refused: Int, closed: Int, since: UInt64)>((0, 0, 0))
+    /// Whether ``HeadLayout`` describes the running libmicrohttpd's parser.
+    let checksHeadLayout: Bool
     private var daemon: OpaquePointer?
     private(set) var boundPort: UInt16 = 0
     private var watchdog: ScheduledWork?
@@ -105,6 +132,18 @@ final class ServerCore: @unchecked Sendable {
         self.errors = errors
         self.observer = observer
         self.logger = logger
+        let timeout = configuration.requestTimeout.nanoseconds
+        table = Mutex(
+            PendingTable(
+                perAddressLimit: configuration.maxPendingPerAddress, totalLimit: configuration.maxPending,
+                slowAfter: min(1_000_000_000, timeout / 2), headDeadline: timeout))
+        let version = MHD_get_version().map { String(cString: $0) } ?? ""
+        checksHeadLayout = HeadLayout.applies(toVersion: version)
+        if !checksHeadLayout {
+            logger.notice(
+                "libmicrohttpd \(version): NUL and obs-fold in request heads are left to its own parser"
+            )
+        }
     }
 
     func start() throws {
@@ -123,7 +162,8 @@ final class ServerCore: @unchecked Sendable {
         let d = withUnsafePointer(to: &storage) { ptr in
             ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 mg_mhd_start(
-                    UInt32(flags), sa, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
+                    UInt32(flags), sa, MHDCallbacks.acceptPolicy, cls, MHDCallbacks.access, cls,
+                    MHDCallbacks.completed, cls,
                     MHDCallbacks.uriLog, cls, MHDCallbacks.connectionNotify, cls,
                     // libmicrohttpd stops polling its listening socket while at its own limit and may not
                     // look again before the next connection timeout; so its limit is a hard ceiling above
@@ -140,15 +180,131 @@ final class ServerCore: @unchecked Sendable {
         }
         daemon = d
         boundPort = mg_mhd_bound_port(d)
-        // Deadlines and disconnects of suspended requests, which libmicrohttpd does not watch.
+        // Accept a connection once its first bytes are there, so that the connection notification can
+        // look at them (a TLS ClientHello is closed at once). Not essential: without it such a hello is
+        // closed at the head deadline.
+        let listenFd = mg_mhd_listen_fd(d)
+        let deferSeconds = Int32(max(1, min(30, configuration.requestTimeout.components.seconds)))
+        do {
+            try syscall("setsockopt(TCP_DEFER_ACCEPT)") { mg_set_defer_accept(listenFd, deferSeconds) }
+        } catch {
+            logger.notice("\(error); a TLS hello on the plain port is closed at the head deadline only")
+        }
+        // Deadlines: of suspended requests (libmicrohttpd never times them out), of request bodies, and of
+        // heads (its own timeout is an idle timeout, which a client trickling bytes never reaches).
         watchdog = Scheduler.shared.repeating(every: .milliseconds(20)) { [self] in
             let now = monotonicNanos()
             let contexts = registry.withLock { Array($0.values) }
             for ctx in contexts { ctx.enforceDeadline(now: now) }
+            sweepPending(now: now)
         }
     }
 
+    // MARK: connections waiting for a request head (slow clients)
+
+    /// The accept policy: whether a new connection from `peer` is admitted (closing slow pending
+    /// connections to make room, see ``PendingTable``).
+    func admit(_ peer: PeerAddress) -> Bool {
+        let now = monotonicNanos()
+        let (admitted, closing) = table.withLock { t in
+            let decision = t.admit(peer, now: now)
+            for slot in decision.close { Self.shutDownSocket(slot.fd) }
+            return decision
+        }
+        if !admitted || !closing.isEmpty {
+            report(refused: admitted ? 0 : 1, closed: closing.count, now: now, peer: peer)
+        }
+        return admitted
+    }
+
+    /// A connection was accepted. A first byte that cannot start an HTTP request but starts a TLS
+    /// record (0x16) or an SSLv2 hello (high bit set) closes it at once: it is a TLS client on the
+    /// plain port, which would otherwise wait for a ServerHello until the head deadline.
+    func opened(_ slot: ConnectionSlot) {
+        let now = monotonicNanos()
+        var first: UInt8 = 0
+        let peeked = try? syscall("recv(MSG_PEEK)", blocking: false) {
+            recv(slot.fd, &first, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        }
+        let tls: Bool
+        if case .processed(1)? = peeked { tls = first == 0x16 || first >= 0x80 } else { tls = false }
+        table.withLock { t in
+            t.opened(slot, now: now)
+            if tls {
+                t.shut(slot)
+                Self.shutDownSocket(slot.fd)
+            }
+        }
+        if tls { logger.debug("closed a TLS hello from \(slot.peer) on the plain HTTP port") }
+    }
+
+    func closed(_ slot: ConnectionSlot) { table.withLock { $0.closed(slot) } }
+
+    func requestStarted(_ slot: ConnectionSlot) { table.withLock { $0.requestStarted(slot) } }
+
+    func requestEnded(_ slot: ConnectionSlot) {
+        let now = monotonicNanos()
+        table.withLock { $0.requestEnded(slot, now: now) }
+    }
+
+    /// Writes `message` (a complete response) to the connection's socket, if it is still open, and shuts
+    /// it down; for answers the server must give while libmicrohttpd is still reading the request, which
+    /// it cannot queue then. Returns whether the socket was still open.
+    @discardableResult
+    func answerAndShut(_ slot: ConnectionSlot, _ message: [UInt8]?) -> Bool {
+        table.withLock { t in
+            guard !slot.closed, !slot.shut else { return false }
+            t.shut(slot)
+            if let message {
+                // Non-blocking, one attempt: an error answer is small, and the socket's send buffer is
+                // empty while a request is being read.
+                _ = message.withUnsafeBytes { raw in
+                    try? syscall("send", blocking: false) {
+                        send(slot.fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                    }
+                }
+            }
+            Self.shutDownSocket(slot.fd)
+            return true
+        }
+    }
+
+    private func sweepPending(now: UInt64) {
+        let closing = table.withLock { t in
+            let closing = t.sweep(now: now)
+            for slot in closing { Self.shutDownSocket(slot.fd) }
+            return closing.count
+        }
+        if closing > 0 { report(refused: 0, closed: closing, now: now, peer: nil) }
+    }
+
+    /// Both directions: libmicrohttpd then reads end-of-file and closes the connection itself.
+    private static func shutDownSocket(_ fd: Int32) {
+        guard fd >= 0 else { return }
+        _ = try? syscall("shutdown") { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private func report(refused: Int, closed: Int, now: UInt64, peer: PeerAddress?) {
+        let line: String? = slowReport.withLock { r in
+            r.refused += refused
+            r.closed += closed
+            guard now >= r.since &+ 10_000_000_000 || r.since == 0 else { return nil }
+            defer { r = (0, 0, now) }
+            return "slow clients: \(r.refused) connection(s) refused, \(r.closed) closed (head not complete "
+                + "within requestTimeout, or beyond the pending limits: \(configuration.maxPendingPerAddress) "
+                + "per address, \(configuration.maxPending) in all)"
+                + (peer.map { "; last from \($0)" } ?? "")
+        }
+        if let line { logger.warning("\(line)") }
+    }
+
     // MARK: registry of suspended work (deadlines and shutdown)
+
+    /// Reports an answered request to the observer (access log, metrics).
+    func observe(_ ctx: RequestContext, _ response: HTTPResponse) {
+        observer?(
+            ctx.method, ctx.target, response.status, response.headers, monotonicNanos() - ctx.receivedAt)
+    }
 
     func register(_ ctx: RequestContext) {
         registry.withLock { $0[ObjectIdentifier(ctx)] = ctx }
@@ -202,39 +358,77 @@ final class RequestContext: @unchecked Sendable, Responder {
         case dispatched
         case responded(HTTPResponse)
         case queued
+        /// The server answered (408, 413) or closed the connection itself while the request was still
+        /// arriving; libmicrohttpd is told to close it at its next call.
+        case cut
     }
 
     let core: ServerCore
     let target: String
     let receivedAt: UInt64
+    /// The connection's slot (nil only if libmicrohttpd gave no socket context).
+    let slot: ConnectionSlot?
     // Touched only on the polling thread:
     var connection: OpaquePointer?
     var started = false
     var method = ""
     var version = ""
     var headers = HTTPHeaders()
+    var fields: [HeadLayout.Field] = []
+    var layoutBase: UnsafeRawPointer?
     var body: [UInt8] = []
-    var rejected = false
     var answered = false
-    var discarded = 0
+    var sawBody = false
+    /// In the server's registry since the head (a body was awaited).
+    var registered = false
     // Guarded by `lock`:
     private let lock = Mutex<Void>(())
     private var phase: Phase = .receiving
+    private var bodyArrived = false
+    var expectsContinue = false
     var stream: ResponseStream?
     private var deadline: UInt64 = .max
 
-    init(core: ServerCore, target: String) {
+    init(core: ServerCore, target: String, slot: ConnectionSlot?) {
         self.core = core
         self.target = target
+        self.slot = slot
         self.receivedAt = monotonicNanos()
     }
 
-    func dispatch() {
+    /// The head is complete and a body follows: it must be complete by the request deadline.
+    func awaitBody(expectsContinue: Bool) {
         lock.withLock { _ in
-            phase = .dispatched
+            self.expectsContinue = expectsContinue
             deadline = receivedAt &+ core.configuration.requestTimeout.nanoseconds
         }
         core.register(self)
+        registered = true
+    }
+
+    /// Body bytes arrived (so a `100 Continue`, if any, has been sent).
+    func noteBody() {
+        sawBody = true
+        lock.withLock { _ in bodyArrived = true }
+    }
+
+    /// Hands the request over; false when the server already cut it.
+    func dispatch() -> Bool {
+        let ok = lock.withLock { _ in
+            guard case .receiving = phase else { return false }
+            phase = .dispatched
+            deadline = receivedAt &+ core.configuration.requestTimeout.nanoseconds
+            return true
+        }
+        if ok && !registered { core.register(self) }
+        return ok
+    }
+
+    var isCut: Bool {
+        lock.withLock { _ in
+            if case .cut = phase { return true }
+            return false
+        }
     }
 
     /// Called by handlers on any thread.
@@ -271,20 +465,51 @@ final class RequestContext: @unchecked Sendable, Responder {
             if now >= stream.deadline { stream.abort() } else { stream.checkPeerClosed() }
             return
         }
-        let expired = lock.withLock { _ in
-            if case .dispatched = phase { return now >= deadline }
-            return false
+        enum Due {
+            case none
+            case respond
+            case receiving
         }
-        if expired {
+        let due: Due = lock.withLock { _ in
+            guard now >= deadline else { return .none }
+            switch phase {
+            case .dispatched: return .respond
+            case .receiving: return .receiving
+            default: return .none
+            }
+        }
+        switch due {
+        case .none: return
+        case .respond:
             respond(core.errors(504, "request timed out after \(core.configuration.requestTimeout)", target))
+        case .receiving:
+            cutWhileReceiving(
+                408, "the request body did not arrive within \(core.configuration.requestTimeout)")
         }
     }
 
     func abortForShutdown() {
         if let stream {
             stream.abort()
-        } else {
-            respond(core.errors(503, "server is shutting down", target))
+        } else if !respond(core.errors(503, "server is shutting down", target)) {
+            cutWhileReceiving(503, "server is shutting down")
+        }
+    }
+
+    /// Answers a request whose body is still arriving and closes the connection: libmicrohttpd queues no
+    /// response while it reads a body, so the answer is written to the socket here (unless a
+    /// `100 Continue` may still be on its way, which it must not interleave with: then only closed).
+    func cutWhileReceiving(_ status: Int, _ message: String) {
+        let writeAnswer: Bool? = lock.withLock { _ in
+            guard case .receiving = phase else { return nil }
+            phase = .cut
+            return !expectsContinue || bodyArrived
+        }
+        guard let writeAnswer else { return }
+        core.unregister(self)
+        let response = core.errors(status, message, target)
+        if let slot, core.answerAndShut(slot, writeAnswer ? response.closingMessage() : nil) {
+            core.observe(self, response)
         }
     }
 }
@@ -292,20 +517,37 @@ final class RequestContext: @unchecked Sendable, Responder {
 /// C entry points for libmicrohttpd. They live in a nonisolated type: closures written at the top level
 /// of `main.swift` would be main-actor isolated and crash when called from MHD's thread.
 enum MHDCallbacks {
-    static let uriLog: mg_mhd_uri_log_callback = { cls, uri, _ in
+    static let acceptPolicy: MHD_AcceptPolicyCallback = { cls, addr, _ in
+        let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+        let peer = addr.flatMap(PeerAddress.init) ?? .unknown
+        return core.admit(peer) ? .YES : .NO
+    }
+
+    static let uriLog: mg_mhd_uri_log_callback = { cls, uri, connection in
         let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
         core.active.add(1, ordering: .relaxed)
         let target = uri.map { String(cString: $0) } ?? "/"
-        let ctx = RequestContext(core: core, target: target)
+        let slot = connection.flatMap(mg_mhd_socket_context).map {
+            Unmanaged<ConnectionSlot>.fromOpaque($0).takeUnretainedValue()
+        }
+        let ctx = RequestContext(core: core, target: target, slot: slot)
         return Unmanaged.passRetained(ctx).toOpaque()
     }
 
-    static let connectionNotify: MHD_NotifyConnectionCallback = { cls, _, _, code in
+    static let connectionNotify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
         let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
         if code == .CONNECTION_NOTIFY_STARTED {
             core.connections.add(1, ordering: .relaxed)
+            guard let connection, let socketContext else { return }
+            let peer = mg_mhd_client_address(connection).flatMap(PeerAddress.init) ?? .unknown
+            let slot = ConnectionSlot(fd: mg_mhd_connection_fd(connection), peer: peer)
+            socketContext.pointee = Unmanaged.passRetained(slot).toOpaque()
+            core.opened(slot)
         } else {
             core.connections.subtract(1, ordering: .relaxed)
+            guard let socketContext, let raw = socketContext.pointee else { return }
+            socketContext.pointee = nil
+            core.closed(Unmanaged<ConnectionSlot>.fromOpaque(raw).takeRetainedValue())
         }
     }
 
@@ -314,13 +556,30 @@ enum MHDCallbacks {
         reqCls.pointee = nil
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         ctx.core.unregister(ctx)
+        if let slot = ctx.slot { ctx.core.requestEnded(slot) }
         ctx.core.requestCompleted()
     }
 
-    static let headerIterator: MHD_KeyValueIterator = { cls, _, key, value in
+    /// Collects the header fields in order, and where each lies in libmicrohttpd's read buffer (for
+    /// ``HeadLayout``).
+    static let headerIterator: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
         let ctx = Unmanaged<RequestContext>.fromOpaque(cls!).takeUnretainedValue()
-        if let key {
-            ctx.headers.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+        guard let key else { return .YES }
+        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
+        let text = value.map {
+            String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+        }
+        ctx.headers.add(name, text ?? "")
+        if let base = ctx.layoutBase {
+            if let value {
+                ctx.fields.append(
+                    HeadLayout.Field(
+                        name: UnsafeRawPointer(key) - base, nameCount: keySize,
+                        value: UnsafeRawPointer(value) - base,
+                        valueCount: valueSize))
+            } else {
+                ctx.layoutBase = nil  // no value pointer: nothing to check against
+            }
         }
         return .YES
     }
@@ -344,54 +603,25 @@ enum MHDCallbacks {
         cls, connection, _, method, version, uploadData, uploadSize, reqCls in
         guard let connection, let reqCls, let raw = reqCls.pointee else { return .NO }
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
-        let core = ctx.core
-        if !ctx.started {
-            ctx.started = true
-            ctx.connection = connection
-            ctx.method = method.map { String(cString: $0) } ?? "GET"
-            ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
-            MHD_get_connection_values(
-                connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
-            if core.connections.load(ordering: .relaxed) > core.configuration.maxConnections {
-                ctx.answered = true
-                var response = core.errors(
-                    503,
-                    "too many connections (server.maxConnections = \(core.configuration.maxConnections))",
-                    ctx.target)
-                response.headers.set("Retry-After", "1")
-                return queue(response, ctx, connection)
-            }
-            let contentLength = ctx.headers["Content-Length"].flatMap(MHDCallbacks.decimal)
-            if let n = contentLength, n > core.configuration.maxBodySize {
-                ctx.rejected = true
-                return queue(
-                    core.errors(
-                        413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target
-                    ),
-                    ctx, connection)
-            }
-            if let n = contentLength, n > 0 { ctx.body.reserveCapacity(n) }
-            return .YES
-        }
+        if !ctx.started { return head(ctx, connection, method, version) }
         if ctx.answered {
-            // Answered in the first call (connection limit): swallow whatever body follows.
+            // Answered in the first call: libmicrohttpd reads no body after an early answer.
             uploadSize?.pointee = 0
             return .YES
         }
+        if ctx.isCut { return .NO }
+        let core = ctx.core
         if let uploadSize, uploadSize.pointee > 0 {
             let n = uploadSize.pointee
             uploadSize.pointee = 0
-            if ctx.rejected {
-                // Discard the rest of an oversized chunked body so the 413 can be sent when it ends;
-                // a client that keeps sending far beyond the limit is cut off.
-                ctx.discarded += n
-                return ctx.discarded > max(64 << 20, 4 * core.configuration.maxBodySize) ? .NO : .YES
-            }
+            if !ctx.sawBody { ctx.noteBody() }
             if ctx.body.count + n > core.configuration.maxBodySize {
-                ctx.rejected = true
+                // Only a chunked body gets here (a Content-Length over the limit was refused with the
+                // head): answered at once, not after its last chunk.
                 ctx.body = []
-                ctx.discarded = n
-                return .YES
+                ctx.cutWhileReceiving(
+                    413, "request body is larger than \(core.configuration.maxBodySize) bytes")
+                return .NO
             }
             if let uploadData {
                 uploadData.withMemoryRebound(to: UInt8.self, capacity: n) { p in
@@ -399,12 +629,6 @@ enum MHDCallbacks {
                 }
             }
             return .YES
-        }
-        if ctx.rejected {
-            return queue(
-                core.errors(
-                    413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target),
-                ctx, connection)
         }
         if let response = ctx.takeResponse() {
             core.unregister(ctx)
@@ -417,31 +641,83 @@ enum MHDCallbacks {
             body: ctx.body,
             receivedAt: ctx.receivedAt)
         ctx.body = []
-        ctx.dispatch()
+        guard ctx.dispatch() else { return .NO }
         MHD_suspend_connection(connection)
         core.handler.handle(request, ctx)
         return .YES
     }
 
-    /// A non-negative decimal header value with optional surrounding spaces or tabs (Content-Length),
-    /// parsed on bytes: Foundation's trimming showed up in the per-request profile.
-    static func decimal(_ text: String) -> Int? {
-        var value = 0
-        var digits = 0
-        var trailing = false
-        for byte in text.utf8 {
-            if byte == 32 || byte == 9 {
-                if digits > 0 { trailing = true }
-                continue
-            }
-            guard !trailing, byte >= 48, byte <= 57 else { return nil }
-            // Saturates: a length too large for Int is still "larger than the limit".
-            value = digits < 18 ? value * 10 + Int(byte - 48) : Int.max
-            digits += 1
+    /// The first call, with the complete head: the checks that come before any body byte is read. An
+    /// answer queued here makes libmicrohttpd close the connection after sending it, without reading
+    /// what follows (a body, or a pipelined request).
+    static func head(
+        _ ctx: RequestContext, _ connection: OpaquePointer, _ method: UnsafePointer<CChar>?,
+        _ version: UnsafePointer<CChar>?
+    ) -> MHD_Result {
+        let core = ctx.core
+        ctx.started = true
+        ctx.connection = connection
+        ctx.method = method.map { String(cString: $0) } ?? "GET"
+        ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
+        if let slot = ctx.slot { core.requestStarted(slot) }
+        // The head lies in libmicrohttpd's read buffer, from the method on (see HeadLayout).
+        let headSize = core.checksHeadLayout ? Int(mg_mhd_header_size(connection)) : 0
+        if headSize > 0, let method, version != nil, ctx.version.hasPrefix("HTTP/1.") {
+            ctx.layoutBase = UnsafeRawPointer(method)
+            ctx.fields.reserveCapacity(16)
         }
-        return digits > 0 ? value : nil
+        MHD_get_connection_values_n(
+            connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
+        let layoutRefusal = ctx.layoutBase.flatMap { base in
+            HeadLayout.check(
+                versionEnd: UnsafeRawPointer(version!) - base + ctx.version.utf8.count, headEnd: headSize,
+                fields: ctx.fields
+            ) { base.load(fromByteOffset: $0, as: UInt8.self) }
+        }
+        ctx.fields = []
+        ctx.layoutBase = nil
+        let framing = RequestFraming.check(version: ctx.version, headers: ctx.headers)
+        var refusal: RequestFraming.Refusal?
+        if let message = layoutRefusal ?? RequestFraming.targetRefusal(ctx.target) {
+            refusal = RequestFraming.Refusal(status: 400, message: message)
+        } else if case .failure(let r) = framing {
+            refusal = r
+        }
+        if let refusal {
+            ctx.answered = true
+            return queue(core.errors(refusal.status, refusal.message, ctx.target), ctx, connection)
+        }
+        if core.connections.load(ordering: .relaxed) > core.configuration.maxConnections {
+            ctx.answered = true
+            var response = core.errors(
+                503, "too many connections (server.maxConnections = \(core.configuration.maxConnections))",
+                ctx.target)
+            response.headers.set("Retry-After", "1")
+            return queue(response, ctx, connection)
+        }
+        switch framing {
+        case .success(.length(let n)) where n > core.configuration.maxBodySize:
+            ctx.answered = true
+            return queue(
+                core.errors(
+                    413, "request body is larger than \(core.configuration.maxBodySize) bytes", ctx.target),
+                ctx, connection)
+        case .success(.length(let n)):
+            ctx.body.reserveCapacity(n)
+            ctx.awaitBody(expectsContinue: expectsContinue(ctx))
+        case .success(.chunked):
+            ctx.awaitBody(expectsContinue: expectsContinue(ctx))
+        default:
+            break
+        }
+        return .YES
     }
 
+    private static func expectsContinue(_ ctx: RequestContext) -> Bool {
+        ctx.headers.contains {
+            $0.name.equalsIgnoringASCIICase("Expect") && $0.value.lowercased().contains("100-continue")
+        }
+    }
     static func queue(_ response: HTTPResponse, _ ctx: RequestContext, _ connection: OpaquePointer)
         -> MHD_Result
     {
@@ -472,10 +748,7 @@ enum MHDCallbacks {
         }
         let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
-        if let observer = ctx.core.observer {
-            observer(
-                ctx.method, ctx.target, response.status, response.headers, monotonicNanos() - ctx.receivedAt)
-        }
+        ctx.core.observe(ctx, response)
         return result
     }
 }

@@ -62,27 +62,12 @@ public final class Gateway: Sendable {
         } catch {
             throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
         }
-        var algolia: AlgoliaForwarder?
-        let hosts = configuration.algolia.effectiveHosts
-        if !hosts.isEmpty {
-            let settings = AlgoliaForwardingSettings(
-                hosts: hosts.map {
-                    AlgoliaGateway.AlgoliaHost(
-                        url: $0.url, accept: .init(rawValue: $0.accept.rawValue) ?? .readWrite)
-                },
-                connectTimeout: configuration.algolia.connectTimeout,
-                readTimeout: configuration.algolia.timeout,
-                writeTimeout: configuration.algolia.writeTimeout,
-                unavailableStatus: configuration.algolia.unavailableStatus)
-            algolia = AlgoliaForwarder(
-                settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
-        }
-        var services: [ODataForwarder] = []
+        var services: [ODataService] = []
         let events = EventBus()
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         for name in configuration.odata.services.keys.sorted() {
             services.append(
-                try ODataServices.make(
+                try ODataAssembly.make(
                     name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
                     client: client, pool: odataPool,
                     events: { events.publish($0, $1) }))
@@ -106,13 +91,6 @@ public final class Gateway: Sendable {
         }
         self.store = store
         self.state = state
-        let offline = try OfflineIndexRegistry.load(
-            configuration, store: store, logger: Logger(label: "mirrorgate.algolia"))
-        if let algolia {
-            algolia.reachability.onChange { up in
-                events.publish("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])
-            }
-        }
         for s in services {
             s.reachability.onChange { up in
                 events.publish(
@@ -120,25 +98,16 @@ public final class Gateway: Sendable {
                     ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
             }
         }
-        let keys: KeyMemory
-        let mirrors: MirrorCoordinator
+        let algolia: AlgoliaService
         do {
-            keys = try KeyMemory(pool: state)
-            mirrors = try MirrorCoordinator(
-                configuration: configuration, store: store, state: state, client: client,
-                reachability: algolia?.reachability, events: events, logger: Logger(label: "mirrorgate.sync"))
-        } catch let error as GatewayStartError {
-            throw error
+            algolia = try AlgoliaService(
+                configuration: configuration, loop: loop, client: client, store: store, state: state,
+                events: { events.publish($0, $1) })
         } catch {
-            throw GatewayStartError(description: "cannot prepare the mirrored indices: \(error)")
+            throw GatewayStartError(description: error.description)
         }
-        let localPool = WorkerPool(threads: 4, name: "mg-local")
-        let frontend = AlgoliaFrontend(
-            configuration: configuration, forwarder: algolia, offline: offline, mirrors: mirrors, keys: keys,
-            pool: localPool, logger: Logger(label: "mirrorgate.algolia"))
         let router = Router(
-            configuration: configuration, algolia: algolia, frontend: frontend, odata: services,
-            events: events,
+            configuration: configuration, algolia: algolia, odata: services, events: events,
             metrics: metrics, logger: logger)
         self.router = router
         self.loop = loop
@@ -168,7 +137,7 @@ public final class Gateway: Sendable {
     }
 
     /// Starts background work (the sync scheduler) once the server listens.
-    public func startBackground() { router.frontend.mirrors.start() }
+    public func startBackground() { router.algolia.start() }
 
     /// The port actually bound.
     public var port: UInt16 { server.port }

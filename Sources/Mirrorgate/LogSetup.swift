@@ -19,26 +19,32 @@ public enum LogSetup {
         let level = Logger.Level(rawValue: config.level.rawValue) ?? .info
         let json = config.format == .json
         LoggingSystem.bootstrap { label in
-            var h = LineLogHandler(label: label, json: json)
+            var h = EventLogHandler(label: label) { label, event, metadata in
+                LineOutput.emit(label: label, event: event, metadata: metadata, json: json)
+            }
             h.logLevel = level
             return h
         }
     }
 }
 
-/// Writes one line per log event to stderr, as text or as a JSON object.
-public struct LineLogHandler: LogHandler {
+/// A swift-log handler that gives each event that passes its level, with the logger's metadata and the
+/// event's merged (the event's win), to one function: the process's line output on stderr, or a test's
+/// recorder (`MirrorgateTesting.LogRecorder`).
+public struct EventLogHandler: LogHandler {
     /// The logger's label.
     public let label: String
-    /// JSON lines instead of text.
-    public let json: Bool
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
+    private let output: @Sendable (_ label: String, _ event: LogEvent, _ metadata: Logger.Metadata) -> Void
 
-    /// Creates a handler.
-    public init(label: String, json: Bool) {
+    /// A handler for the logger `label` that hands every event to `output`.
+    public init(
+        label: String,
+        output: @escaping @Sendable (_ label: String, _ event: LogEvent, _ metadata: Logger.Metadata) -> Void
+    ) {
         self.label = label
-        self.json = json
+        self.output = output
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -49,7 +55,14 @@ public struct LineLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        let time = Self.timestamp()
+        output(label, event, merged)
+    }
+}
+
+/// One line per log event on stderr, as text or as a JSON object.
+enum LineOutput {
+    static func emit(label: String, event: LogEvent, metadata merged: Logger.Metadata, json: Bool) {
+        let time = timestamp()
         var line: String
         if json {
             line =
@@ -75,7 +88,7 @@ public struct LineLogHandler: LogHandler {
         }
     }
 
-    private func quote(_ s: String) -> String { JSON.string(s).serialized() }
+    private static func quote(_ s: String) -> String { JSON.string(s).serialized() }
 
     private static func timestamp() -> String {
         var tv = timeval()

@@ -13,9 +13,8 @@ import Upstream
 /// upstream sent, so that no web page reads local answers unless its origin is listed.
 final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
-    let algolia: AlgoliaForwarder?
-    let frontend: AlgoliaFrontend
-    let odata: [ODataForwarder]
+    let algolia: AlgoliaService
+    let odata: [ODataService]
     let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
@@ -23,12 +22,11 @@ final class Router: HTTPHandler {
     private let startedAt = Date()
 
     init(
-        configuration: MirrorgateConfiguration, algolia: AlgoliaForwarder?, frontend: AlgoliaFrontend,
-        odata: [ODataForwarder], events: EventBus, metrics: GatewayMetrics, logger: Logger
+        configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataService],
+        events: EventBus, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.algolia = algolia
-        self.frontend = frontend
         self.events = events
         self.odata = odata
         self.metrics = metrics
@@ -37,11 +35,10 @@ final class Router: HTTPHandler {
     }
 
     func stop() {
-        frontend.mirrors.stop()
-        algolia?.reachability.stop()
+        algolia.stop()
         for s in odata {
             s.reachability.stop()
-            s.service?.stop()
+            s.stop()
         }
     }
 
@@ -49,7 +46,7 @@ final class Router: HTTPHandler {
 
     enum Route {
         case algolia
-        case odata(ODataForwarder)
+        case odata(ODataService)
         case admin
         case metrics
         case none
@@ -84,10 +81,9 @@ final class Router: HTTPHandler {
         if let q = path.firstIndex(of: "?") { path = path[..<q] }
         switch route(path) {
         case .algolia:
-            let s = status >= 500 ? configuration.algolia.unavailableStatus : status
-            return AlgoliaError.response(s, message)
+            return algolia.errorResponse(status, message)
         case .odata(let service):
-            return ODataError.response(
+            return ODataServiceError.response(
                 status,
                 code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
                 message,
@@ -120,7 +116,7 @@ final class Router: HTTPHandler {
         }
         switch r {
         case .algolia:
-            frontend.handle(request, out)
+            algolia.handle(request, out)
         case .odata(let service):
             service.handle(request, out)
         case .admin:
@@ -181,14 +177,16 @@ final class Router: HTTPHandler {
                     body: .stream(stream)))
             stream.write(Array(": mirrorgate events\n\n".utf8))
             _ = events.subscribe { text in stream.writeNonBlocking(Array(text.utf8)) }
-        case ("POST", _) where AdminBuild.matches(request.method, path):
-            AdminBuild.handle(router: self, request: request, out: out)
+        case ("POST", _)
+        where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/build")
+            && path.count > Self.algoliaIndices.count + "/build".count:
+            algolia.build(Self.indexName(path, before: "/build"), body: request.body, out)
         case (_, _) where path.hasPrefix("/_mirrorgate/odata/"):
             odataAdmin(request, out)
-        case ("POST", _) where path.hasPrefix("/_mirrorgate/algolia/indices/") && path.hasSuffix("/sync"):
-            let name = FormCodec.percentDecode(
-                path.dropFirst("/_mirrorgate/algolia/indices/".count).dropLast("/sync".count))
-            sync(name, wait: request.queryValue("wait") == "true", target: request.target, out)
+        case ("POST", _) where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/sync"):
+            sync(
+                Self.indexName(path, before: "/sync"), wait: request.queryValue("wait") == "true",
+                target: request.target, out)
         case (_, "/_mirrorgate/health"), (_, "/_mirrorgate/status"):
             out.respond(
                 errorResponse(405, "method \(request.method) not allowed on \(path)", target: request.target))
@@ -198,25 +196,30 @@ final class Router: HTTPHandler {
         }
     }
 
+    private static let algoliaIndices = "/_mirrorgate/algolia/indices/"
+
+    /// The index named in `/_mirrorgate/algolia/indices/{i}{suffix}`.
+    private static func indexName(_ path: Substring, before suffix: String) -> String {
+        FormCodec.percentDecode(path.dropFirst(algoliaIndices.count).dropLast(suffix.count))
+    }
+
     private func sync(_ name: String, wait: Bool, target: String, _ out: any Responder) {
-        guard let mirror = frontend.mirrors.mirrors[name] else {
-            out.respond(errorResponse(404, "no mirrored index named \(name)", target: target))
-            return
-        }
         let completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)? =
             wait ? waitedRun(out, json: \.json) : nil
-        let started = frontend.mirrors.launch(mirror, completion: completion)
-        guard started else {
+        switch algolia.sync(name, completion: completion) {
+        case .unknownIndex:
+            out.respond(errorResponse(404, "no mirrored index named \(name)", target: target))
+        case .alreadyRunning:
             out.respond(errorResponse(409, "a sync of \(name) is already running", target: target))
-            return
+        case .started:
+            if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
         }
-        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
     }
 
     private func status() -> JSON {
         var upstreams = JSONObject()
-        if let algolia {
-            upstreams["algolia"] = tracker(algolia.reachability)
+        if let upstream = algolia.upstream {
+            upstreams["algolia"] = tracker(upstream.reachability)
         }
         for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
             upstreams["odata:\(s.settings.name)"] = tracker(s.reachability)
@@ -225,17 +228,7 @@ final class Router: HTTPHandler {
         result["version"] = .string(mirrorgateVersion)
         result["startedAt"] = .string(rfc3339(startedAt))
         result["upstreams"] = .object(upstreams)
-        var indices = JSONObject()
-        for (name, mirror) in frontend.mirrors.mirrors.sorted(by: { $0.key < $1.key }) {
-            indices[name] = mirror.status()
-        }
-        for name in frontend.offline.names {
-            let count = frontend.offline.lookup(name)?.index?.objectCount ?? 0
-            indices[name] = [
-                "mirrored": false, "hasOfflineData": .bool(count > 0), "objects": .int(Int64(count)),
-            ]
-        }
-        result["algolia"] = ["indices": .object(indices)]
+        result["algolia"] = ["indices": algolia.indexStatus()]
         result["odata"] = odataStatus()
         return .object(result)
     }

@@ -55,6 +55,9 @@ public enum CSDLParser {
                 case "EnumType":
                     let e = enumType(child, namespace: ns)
                     model.enumTypes[e.qualifiedName] = e
+                case "TypeDefinition":
+                    let d = typeDefinition(child, namespace: ns)
+                    model.typeDefinitions[d.qualifiedName] = d
                 case "Association":
                     let a = association(child, namespace: ns)
                     model.associations[a.qualifiedName] = a
@@ -76,7 +79,9 @@ public enum CSDLParser {
             }
         }
         model.resolveNames()
+        model.resolveTypeDefinitions()
         model.resolveV2Navigation()
+        model.resolvePartners()
         model.resolvePartnerConstraints()
         model.completeOperationImports()
         model.applyOptimisticConcurrency(optimisticConcurrency)
@@ -116,7 +121,7 @@ public enum CSDLParser {
         let a = node.attributes
         let maxLength = a["MaxLength"]
         let isMax = maxLength.map { $0.lowercased() == "max" } ?? false
-        return EdmProperty(
+        var property = EdmProperty(
             name: a["Name"] ?? "",
             type: EdmTypeRef(parsing: a["Type"] ?? "Edm.String"),
             nullable: (a["Nullable"]?.lowercased() ?? "true") != "false",
@@ -127,6 +132,27 @@ public enum CSDLParser {
             defaultValue: a["DefaultValue"],
             isConcurrencyToken: a["ConcurrencyMode"] == "Fixed",
             annotations: extraAttributes(node))
+        property.isScaleVariable = isVariableScale(a["Scale"])
+        property.srid = a["SRID"]
+        property.isUnicode = a["Unicode"].map { $0.lowercased() != "false" }
+        return property
+    }
+
+    private static func isVariableScale(_ scale: String?) -> Bool {
+        guard let scale = scale?.lowercased() else { return false }
+        return scale == "variable" || scale == "floating"
+    }
+
+    private static func typeDefinition(_ node: XNode, namespace: String) -> EdmTypeDefinition {
+        let a = node.attributes
+        let maxLength = a["MaxLength"]
+        let isMax = maxLength.map { $0.lowercased() == "max" } ?? false
+        return EdmTypeDefinition(
+            namespace: namespace, name: a["Name"] ?? "", underlyingType: a["UnderlyingType"] ?? "Edm.String",
+            maxLength: isMax ? nil : maxLength.flatMap { Int($0) }, isMaxLengthMax: isMax,
+            precision: a["Precision"].flatMap { Int($0) }, scale: a["Scale"].flatMap { Int($0) },
+            isScaleVariable: isVariableScale(a["Scale"]), srid: a["SRID"],
+            isUnicode: a["Unicode"].map { $0.lowercased() != "false" }, annotations: extraAttributes(node))
     }
 
     private static func structuredType(_ node: XNode, namespace: String, entity: Bool) -> EdmStructuredType {
@@ -297,21 +323,16 @@ extension EdmModel {
     fileprivate func qualify(_ name: String, in namespace: String) -> String {
         if name.hasPrefix("Edm.") || name.isEmpty { return name }
         let resolved = resolveQualifiedName(name)
-        if structuredTypes[resolved] != nil || enumTypes[resolved] != nil || associations[resolved] != nil {
-            return resolved
+        func known(_ n: String) -> Bool {
+            structuredTypes[n] != nil || enumTypes[n] != nil || associations[n] != nil
+                || typeDefinitions[n] != nil
         }
+        if known(resolved) { return resolved }
         if !name.contains(".") {
             let local = namespace + "." + name
-            if structuredTypes[local] != nil || enumTypes[local] != nil || associations[local] != nil {
-                return local
-            }
-            for schema in schemas {
-                let candidate = schema.namespace + "." + name
-                if structuredTypes[candidate] != nil || enumTypes[candidate] != nil
-                    || associations[candidate] != nil
-                {
-                    return candidate
-                }
+            if known(local) { return local }
+            for schema in schemas where known(schema.namespace + "." + name) {
+                return schema.namespace + "." + name
             }
         } else if let dot = name.lastIndex(of: ".") {
             // A sloppy service may qualify with the container's or another schema's namespace.
@@ -372,6 +393,77 @@ extension EdmModel {
                 operationImports[i].parameters[j].type = qualify(
                     operationImports[i].parameters[j].type, in: defaultNamespace)
             }
+        }
+    }
+
+    /// Properties declared with a `TypeDefinition` get its underlying primitive type and, where they set
+    /// none, its facets; the definition's name is kept in ``EdmProperty/typeDefinition``.
+    fileprivate mutating func resolveTypeDefinitions() {
+        guard !typeDefinitions.isEmpty else { return }
+        for i in operations.indices {
+            operations[i].returnType = operations[i].returnType.map(underlying)
+            for j in operations[i].parameters.indices {
+                operations[i].parameters[j].type = underlying(operations[i].parameters[j].type)
+            }
+        }
+        for i in operationImports.indices {
+            operationImports[i].returnType = operationImports[i].returnType.map(underlying)
+            for j in operationImports[i].parameters.indices {
+                operationImports[i].parameters[j].type = underlying(operationImports[i].parameters[j].type)
+            }
+        }
+        for (key, var type) in structuredTypes {
+            for i in type.properties.indices {
+                guard let definition = typeDefinitions[type.properties[i].type.name] else { continue }
+                var p = type.properties[i]
+                p.typeDefinition = definition.qualifiedName
+                p.type = EdmTypeRef(name: definition.underlyingType, isCollection: p.type.isCollection)
+                if p.maxLength == nil && !p.isMaxLengthMax {
+                    p.maxLength = definition.maxLength
+                    p.isMaxLengthMax = definition.isMaxLengthMax
+                }
+                if p.precision == nil { p.precision = definition.precision }
+                if p.scale == nil && !p.isScaleVariable {
+                    p.scale = definition.scale
+                    p.isScaleVariable = definition.isScaleVariable
+                }
+                if p.srid == nil { p.srid = definition.srid }
+                if p.isUnicode == nil { p.isUnicode = definition.isUnicode }
+                type.properties[i] = p
+            }
+            structuredTypes[key] = type
+        }
+    }
+
+    private func underlying(_ ref: EdmTypeRef) -> EdmTypeRef {
+        guard let definition = typeDefinitions[ref.name] else { return ref }
+        return EdmTypeRef(name: definition.underlyingType, isCollection: ref.isCollection)
+    }
+
+    /// V4: a navigation named as `Partner` by another gets that one as its partner when it names none, so
+    /// partners are known in both directions.
+    fileprivate mutating func resolvePartners() {
+        guard version == .v4 else { return }
+        let snapshot = structuredTypes
+        for (key, var type) in structuredTypes {
+            for i in type.navigationProperties.indices where type.navigationProperties[i].partner == nil {
+                let nav = type.navigationProperties[i]
+                // A navigation on the target type (or its bases) whose partner is this one and whose
+                // target is this type or one of its bases.
+                var current: EdmStructuredType? = snapshot[nav.target]
+                var found: String?
+                var steps = 0
+                while let t = current, found == nil, steps < 64 {
+                    found =
+                        t.navigationProperties.first {
+                            $0.partner == nav.name && isType(type.qualifiedName, derivedFrom: $0.target)
+                        }?.name
+                    current = t.baseType.flatMap { snapshot[$0] }
+                    steps += 1
+                }
+                if let found { type.navigationProperties[i].partner = found }
+            }
+            structuredTypes[key] = type
         }
     }
 

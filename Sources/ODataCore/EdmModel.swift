@@ -32,7 +32,9 @@ public struct EdmTypeRef: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The primitive kind when `name` is an `Edm.*` primitive type.
-    public var primitive: EdmPrimitiveType? { EdmPrimitiveType(rawValue: name) }
+    public var primitive: EdmPrimitiveType? {
+        name.hasPrefix("Edm.") ? EdmPrimitiveType.byName[name] : nil
+    }
 
     public var description: String { isCollection ? "Collection(\(name))" : name }
 }
@@ -61,8 +63,24 @@ public enum EdmPrimitiveType: String, Sendable, Hashable, CaseIterable {
     case duration = "Edm.Duration"
     case stream = "Edm.Stream"
     case untyped = "Edm.Untyped"
+    /// The abstract `Edm.PrimitiveType` (4.01): any primitive value.
+    case primitiveType = "Edm.PrimitiveType"
     case geography = "Edm.Geography"
+    case geographyPoint = "Edm.GeographyPoint"
+    case geographyLineString = "Edm.GeographyLineString"
+    case geographyPolygon = "Edm.GeographyPolygon"
+    case geographyMultiPoint = "Edm.GeographyMultiPoint"
+    case geographyMultiLineString = "Edm.GeographyMultiLineString"
+    case geographyMultiPolygon = "Edm.GeographyMultiPolygon"
+    case geographyCollection = "Edm.GeographyCollection"
     case geometry = "Edm.Geometry"
+    case geometryPoint = "Edm.GeometryPoint"
+    case geometryLineString = "Edm.GeometryLineString"
+    case geometryPolygon = "Edm.GeometryPolygon"
+    case geometryMultiPoint = "Edm.GeometryMultiPoint"
+    case geometryMultiLineString = "Edm.GeometryMultiLineString"
+    case geometryMultiPolygon = "Edm.GeometryMultiPolygon"
+    case geometryCollection = "Edm.GeometryCollection"
 
     public var isIntegral: Bool {
         switch self {
@@ -75,7 +93,13 @@ public enum EdmPrimitiveType: String, Sendable, Hashable, CaseIterable {
         isIntegral || self == .single || self == .double || self == .decimal
     }
 
-    /// Date, time and duration types (compared as ISO-8601 text).
+    static let byName: [String: EdmPrimitiveType] = Dictionary(
+        uniqueKeysWithValues: allCases.map { ($0.rawValue, $0) })
+
+    /// The geography and geometry types (not comparable; not stored in columns).
+    public var isSpatial: Bool { rawValue.hasPrefix("Edm.Geo") }
+
+    /// Date, time and duration types.
     public var isTemporal: Bool {
         switch self {
         case .date, .dateTime, .dateTimeOffset, .time, .timeOfDay, .duration: return true
@@ -100,6 +124,15 @@ public struct EdmProperty: Sendable, Hashable {
     public var defaultValue: String?
     public var isConcurrencyToken: Bool
     public var annotations: [String: String]
+    /// `Scale="variable"` (V4) or `Scale="floating"` (4.01): the scale is not fixed.
+    public var isScaleVariable: Bool = false
+    /// `SRID` of a geography or geometry property, as written.
+    public var srid: String?
+    /// `Unicode="false"` reads as false; nil when absent.
+    public var isUnicode: Bool?
+    /// The qualified `TypeDefinition` the property was declared with; `type` is then its underlying
+    /// primitive type and absent facets are taken from the definition.
+    public var typeDefinition: String?
 
     public init(
         name: String, type: EdmTypeRef, nullable: Bool = true, maxLength: Int? = nil,
@@ -232,6 +265,58 @@ public struct EdmEnumType: Sendable, Hashable {
 
     /// The value of a member by name.
     public func value(of member: String) -> Int64? { members.first { $0.name == member }?.value }
+
+    /// The value of an enumeration literal's text: a member name, a number, or for flags a comma-separated
+    /// list of those (combined with bitwise or); nil when a part is neither, or several parts are given
+    /// for a type that is not `IsFlags`.
+    public func value(ofLiteral text: String) -> Int64? {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map {
+            String($0).trimmingSpaces()
+        }
+        guard !parts.isEmpty, isFlags || parts.count == 1 else { return nil }
+        var total: Int64 = 0
+        for part in parts {
+            guard let v = value(of: part) ?? Int64(part) else { return nil }
+            total |= v
+        }
+        return total
+    }
+
+    /// The canonical text of a value: the member's name, or for flags the names of the members whose bits
+    /// make up the value (in member order, joined with `,`); the number itself when no such spelling exists.
+    public func names(for value: Int64) -> String {
+        if let exact = members.first(where: { $0.value == value }) { return exact.name }
+        guard isFlags, value > 0 else { return String(value) }
+        var rest = value
+        var names: [String] = []
+        for member in members where member.value > 0 && member.value & value == member.value {
+            if rest & member.value != 0 {
+                names.append(member.name)
+                rest &= ~member.value
+            }
+        }
+        return rest == 0 && !names.isEmpty ? names.joined(separator: ",") : String(value)
+    }
+}
+
+/// A V4 `TypeDefinition`: a named primitive type with facets.
+///
+/// Promises: `underlyingType` is an `Edm.*` primitive name; properties declared with the definition are
+/// resolved to it (see ``EdmProperty/typeDefinition``).
+public struct EdmTypeDefinition: Sendable, Hashable {
+    public var namespace: String
+    public var name: String
+    public var underlyingType: String
+    public var maxLength: Int?
+    public var isMaxLengthMax: Bool
+    public var precision: Int?
+    public var scale: Int?
+    public var isScaleVariable: Bool
+    public var srid: String?
+    public var isUnicode: Bool?
+    public var annotations: [String: String]
+
+    public var qualifiedName: String { namespace + "." + name }
 }
 
 /// A V2 Association end.
@@ -373,6 +458,7 @@ public struct EdmModel: Sendable, Hashable {
     public var containerName: String?
     public var structuredTypes: [String: EdmStructuredType]
     public var enumTypes: [String: EdmEnumType]
+    public var typeDefinitions: [String: EdmTypeDefinition]
     public var associations: [String: EdmAssociation]
     public var associationSets: [EdmAssociationSet]
     /// Entity sets then singletons in document order.
@@ -385,6 +471,7 @@ public struct EdmModel: Sendable, Hashable {
         schemas = []
         structuredTypes = [:]
         enumTypes = [:]
+        typeDefinitions = [:]
         associations = [:]
         associationSets = []
         entitySets = []
@@ -480,6 +567,43 @@ public struct EdmModel: Sendable, Hashable {
         properties(of: type).filter(\.isConcurrencyToken)
     }
 
+    /// The types deriving from `type`, directly or not (not `type` itself), sorted by qualified name.
+    public func derivedTypes(of type: String) -> [EdmStructuredType] {
+        let base = structuredType(type)?.qualifiedName ?? type
+        return structuredTypes.values.filter {
+            $0.qualifiedName != base && isType($0.qualifiedName, derivedFrom: base)
+        }
+        .sorted { $0.qualifiedName < $1.qualifiedName }
+    }
+
+    /// `type` and every type deriving from it: the types an instance of `type` may have.
+    public func typeAndDerived(_ type: String) -> [String] {
+        let base = structuredType(type)?.qualifiedName ?? type
+        return [base] + derivedTypes(of: base).map(\.qualifiedName)
+    }
+
+    /// The enumeration type a reference names, if any.
+    public func enumType(_ ref: EdmTypeRef) -> EdmEnumType? {
+        if enumTypes.isEmpty || ref.name.hasPrefix("Edm.") { return nil }
+        return enumTypes[ref.name] ?? enumTypes[resolveQualifiedName(ref.name)]
+    }
+
+    /// The primitive kind of a reference: an `Edm.*` type, the underlying type of a type definition, or
+    /// nil (structured types and enumerations).
+    public func primitiveType(of ref: EdmTypeRef) -> EdmPrimitiveType? {
+        if let p = ref.primitive { return p }
+        if typeDefinitions.isEmpty { return nil }
+        if let definition = typeDefinitions[ref.name] ?? typeDefinitions[resolveQualifiedName(ref.name)] {
+            return EdmPrimitiveType(rawValue: definition.underlyingType)
+        }
+        return nil
+    }
+
+    /// The navigation properties of `type` that contain their targets (`ContainsTarget="true"`).
+    public func containmentNavigations(of type: String) -> [EdmNavigationProperty] {
+        navigationProperties(of: type).filter(\.containsTarget)
+    }
+
     /// True when `derived` is `base` or derives from it.
     public func isType(_ derived: String, derivedFrom base: String) -> Bool {
         let resolved = structuredType(base)?.qualifiedName ?? base
@@ -491,6 +615,27 @@ public struct EdmModel: Sendable, Hashable {
         if let target = set.navigationBindings[navigationPath] {
             let last = target.split(separator: "/").last.map(String.init) ?? target
             return entitySet(named: last)
+        }
+        return nil
+    }
+
+    /// The entity set navigation `name` leads to from an entity of `type` in `set`, reached through
+    /// `prefix` (the containment or complex path before it, e.g. `Lines/`): the binding of the plain path,
+    /// else of the path cast to `type` or one of its base types (`NS.Derived/Name`), most specific first.
+    public func targetEntitySet(
+        from set: EdmEntitySet, navigation name: String, on type: String, prefix: String = ""
+    ) -> EdmEntitySet? {
+        if let found = targetEntitySet(from: set, navigationPath: prefix + name) { return found }
+        for t in typeHierarchy(of: type) {
+            if let found = targetEntitySet(from: set, navigationPath: t.qualifiedName + "/" + prefix + name) {
+                return found
+            }
+            if let alias = schemas.first(where: { $0.namespace == t.namespace })?.alias,
+                let found = targetEntitySet(
+                    from: set, navigationPath: alias + "." + t.name + "/" + prefix + name)
+            {
+                return found
+            }
         }
         return nil
     }

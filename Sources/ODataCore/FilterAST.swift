@@ -7,6 +7,26 @@ public enum ODataBinaryOperator: String, Sendable, Hashable, CaseIterable {
     public var isComparison: Bool { [.eq, .ne, .gt, .ge, .lt, .le].contains(self) }
     public var isLogical: Bool { self == .and || self == .or }
     public var isArithmetic: Bool { !isComparison && !isLogical }
+
+    /// The SQL operator with surrounding spaces (nil for `divby`, which needs a cast).
+    public var sql: String? {
+        switch self {
+        case .eq: return " = "
+        case .ne: return " <> "
+        case .gt: return " > "
+        case .ge: return " >= "
+        case .lt: return " < "
+        case .le: return " <= "
+        case .and: return " AND "
+        case .or: return " OR "
+        case .add: return " + "
+        case .sub: return " - "
+        case .mul: return " * "
+        case .div: return " / "
+        case .mod: return " % "
+        case .divby: return nil
+        }
+    }
 }
 
 /// Canonical functions of `$filter` and `$orderby`.
@@ -105,5 +125,54 @@ public struct ODataOrderByItem: Sendable, Hashable {
     public init(expression: ODataFilterExpression, descending: Bool) {
         self.expression = expression
         self.descending = descending
+    }
+}
+
+extension ODataFilterExpression {
+    /// The EDM type of the expression's value as far as the tree tells: a property's declared type, a
+    /// literal's own type, `Edm.Boolean` for predicates, the functions' result types; arithmetic takes the
+    /// wider operand (`Edm.Double` over `Edm.Decimal` over `Edm.Int64` over `Edm.Int32`). Nil when unknown
+    /// (untyped paths, `null`).
+    public var staticType: EdmTypeRef? {
+        func t(_ p: EdmPrimitiveType) -> EdmTypeRef { EdmTypeRef(name: p.rawValue) }
+        switch self {
+        case .literal(let l):
+            if case .enumMember(let type, _) = l { return EdmTypeRef(name: type) }
+            return l.edmType.map(t)
+        case .property(let path): return path.type
+        case .binary(let op, let l, let r):
+            if !op.isArithmetic { return t(.boolean) }
+            if op == .divby { return t(.double) }
+            let types = [l.staticType, r.staticType].compactMap { $0?.primitive }
+            if let temporal = types.first(where: \.isTemporal) {
+                if op == .sub, types.count == 2, types[0] == types[1], temporal != .duration {
+                    return t(.duration)
+                }
+                return t(temporal == .duration ? (types.first { $0 != .duration } ?? .duration) : temporal)
+            }
+            for wide in [EdmPrimitiveType.double, .single, .decimal, .int64] where types.contains(wide) {
+                return t(wide == .single ? .double : wide)
+            }
+            return types.isEmpty ? nil : t(.int32)
+        case .not, .in, .has, .lambda: return t(.boolean)
+        case .negate(let inner): return inner.staticType
+        case .count: return t(.int64)
+        case .typeName: return nil
+        case .function(let f, let args):
+            switch f {
+            case .contains, .startswith, .endswith, .isof: return t(.boolean)
+            case .length, .indexof, .year, .month, .day, .hour, .minute, .second, .totaloffsetminutes:
+                return t(.int32)
+            case .substring, .tolower, .toupper, .trim, .concat, .replace: return t(.string)
+            case .fractionalseconds: return t(.decimal)
+            case .date: return t(.date)
+            case .time: return t(.timeOfDay)
+            case .now, .mindatetime, .maxdatetime: return t(.dateTimeOffset)
+            case .round, .floor, .ceiling: return args.first?.staticType
+            case .cast:
+                if case .typeName(let name)? = args.last { return EdmTypeRef(name: name) }
+                return nil
+            }
+        }
     }
 }

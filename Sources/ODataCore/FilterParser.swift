@@ -11,6 +11,9 @@ public struct ODataFilterParser: Sendable {
     public var version: ODataVersion
     /// Maximum nesting of parentheses, function calls, lambdas and unary operators.
     public var maxDepth: Int = 64
+    /// Properties computed by `$compute` or `$apply` (name → type): a path naming one (and no declared
+    /// property) resolves to it.
+    public var computed: [String: EdmTypeRef] = [:]
 
     public init(model: EdmModel?, entityType: String?, version: ODataVersion? = nil) {
         self.model = model
@@ -26,6 +29,15 @@ public struct ODataFilterParser: Sendable {
         guard kind.isBooleanish else {
             throw ODataError(.filter, "the filter expression is not boolean", offset: 0)
         }
+        return expression
+    }
+
+    /// Parses a value expression of any type (a `$compute` or aggregated expression).
+    public func parseExpression(_ text: String) throws(ODataError) -> ODataFilterExpression {
+        var state = try ParserState(self, text)
+        let (expression, kind) = try state.parseExpression()
+        try state.expectEnd()
+        if case .entity = kind { throw ODataError(.filter, "an entity is not a value", offset: 0) }
         return expression
     }
 
@@ -711,6 +723,17 @@ private struct ParserState {
         } else {
             path = ODataPropertyPath(root: .it, steps: [], type: nil)
             currentType = config.entityType.map { EdmTypeRef(name: $0) }
+            if let computedType = config.computed[first],
+                currentType.flatMap({ config.model?.property(named: first, in: $0.name) }) == nil
+            {
+                advance()
+                guard current.kind != .slash else {
+                    throw error("the computed property '\(first)' has no members")
+                }
+                let path = ODataPropertyPath(
+                    root: .it, steps: [.property(name: first, type: computedType)], type: computedType)
+                return (.property(path), ValueKind.of(computedType, model: config.model))
+            }
             // 4.01 bare duration, when no property has that name.
             if LiteralScanner.isDuration(first), peek().kind != .slash,
                 currentType.flatMap({ config.model?.property(named: first, in: $0.name) }) == nil

@@ -44,6 +44,47 @@ public enum ODataLiteral: Sendable, Hashable {
         return literal
     }
 
+    /// The literal as written in a URL (before percent-encoding) for `version`, such that
+    /// ``parse(_:version:)`` reads it back as the same literal: strings quoted with `''` escaping, V2 typed
+    /// prefixes and suffixes (`datetime'…'`, `guid'…'`, `X'…'`, `…M`, and `…L` when `type` is `Edm.Int64`),
+    /// V4 bare dates, GUIDs and `duration'…'`; doubles always carry an exponent (or `INF`/`NaN`) so that
+    /// they are not read back as decimals. V2 has no `Edm.Date`: a date prints as `datetime'…T00:00'`.
+    public func urlText(version: ODataVersion = .v4, type: EdmPrimitiveType? = nil) -> String {
+        let v2 = version == .v2
+        switch self {
+        case .null: return "null"
+        case .boolean(let b): return b ? "true" : "false"
+        case .integer(let v): return v2 && type == .int64 ? "\(v)L" : String(v)
+        case .decimal(let text):
+            return v2 || text.contains("e") || text.contains("E") ? text + "M" : text
+        case .double(let d):
+            if d.isNaN { return "NaN" }
+            if d.isInfinite { return d < 0 ? "-INF" : "INF" }
+            var text = "\(d)"
+            if !text.contains("e") { text += "e0" }
+            return v2 ? text + "d" : text
+        case .string(let s): return "'" + s.replacingAll("'", with: "''") + "'"
+        case .guid(let g): return v2 ? "guid'\(g)'" : g
+        case .date(let d): return v2 ? "datetime'\(d)T00:00'" : d
+        case .dateTime(let d): return v2 ? "datetime'\(d)'" : d
+        case .dateTimeOffset(let d): return v2 ? "datetimeoffset'\(d)'" : d
+        case .timeOfDay(let t): return v2 ? "time'\(t)'" : t
+        case .duration(let d): return v2 ? "time'\(d)'" : "duration'\(d)'"
+        case .binary(let bytes):
+            if v2 {
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                var out = "X'"
+                for b in bytes {
+                    out.unicodeScalars.append(hex[Int(b >> 4)])
+                    out.unicodeScalars.append(hex[Int(b & 15)])
+                }
+                return out + "'"
+            }
+            return "binary'" + LiteralScanner.base64URL(bytes) + "'"
+        case .enumMember(let type, let value): return type + "'" + value + "'"
+        }
+    }
+
     /// The EDM type a literal has on its own (integers are `Edm.Int32` or `Edm.Int64` by magnitude).
     public var edmType: EdmPrimitiveType? {
         switch self {
@@ -455,6 +496,22 @@ enum LiteralScanner {
         case 97...102: return c - 87
         default: return nil
         }
+    }
+
+    /// Base64url without padding.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        let alphabet = Array(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".unicodeScalars)
+        var out = String.UnicodeScalarView()
+        var i = 0
+        while i < bytes.count {
+            let chunk = bytes[i..<min(i + 3, bytes.count)]
+            let b = Array(chunk) + Array(repeating: 0, count: 3 - chunk.count)
+            let n = UInt32(b[0]) << 16 | UInt32(b[1]) << 8 | UInt32(b[2])
+            for k in 0...chunk.count { out.append(alphabet[Int(n >> (18 - 6 * UInt32(k)) & 63)]) }
+            i += 3
+        }
+        return String(out)
     }
 
     /// Base64 or base64url, padding optional.

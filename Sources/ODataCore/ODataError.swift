@@ -13,7 +13,13 @@ public struct ODataError: Error, Sendable, Hashable, CustomStringConvertible {
         case query
         case filter
         case translation
+        /// Valid OData that this module (or the local answer) does not support; a gateway answers 501.
+        case notImplemented
     }
+
+    /// True for errors a gateway answers with 501 Not Implemented rather than 400: `.notImplemented`,
+    /// and `.translation` (a valid query that cannot be expressed over the local storage).
+    public var isNotImplemented: Bool { kind == .notImplemented || kind == .translation }
 
     public var kind: Kind
     public var message: String

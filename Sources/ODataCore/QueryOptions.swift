@@ -24,11 +24,14 @@ public struct ODataSelectItem: Sendable, Hashable {
 ///
 /// Promises: V2 `Orders/Order_Details` becomes `Orders` with a nested `Order_Details` item, and repeated
 /// prefixes (`Orders,Orders/Order_Details`) are merged into one item; V4 paths stay as written (a path may
-/// go through complex properties or end with a cast). `levels` is `Int.max` for `$levels=max`. Nested
-/// `filter`/`orderBy`/`search` are raw text for the `$filter` parser.
+/// go through complex properties or end with a cast). `isRef` for `…/$ref`, `isCount` for 4.01
+/// `…/$count`. `levels` is `Int.max` for `$levels=max`. Nested `filter`/`orderBy` are raw text for the
+/// `$filter` parser; `search` is raw text and `searchExpression` its parse; `compute` and `apply` are
+/// parsed; every nested option of 4.01 is parsed, none is dropped.
 public struct ODataExpandItem: Sendable, Hashable {
     public var path: [String]
     public var isRef: Bool
+    public var isCount: Bool = false
     public var filter: String?
     public var select: [ODataSelectItem]?
     public var expand: [ODataExpandItem]?
@@ -37,7 +40,10 @@ public struct ODataExpandItem: Sendable, Hashable {
     public var skip: Int?
     public var count: Bool?
     public var search: String?
+    public var searchExpression: ODataSearchExpression?
     public var levels: Int?
+    public var compute: [ODataComputeItem]?
+    public var apply: ODataApply?
 
     public init(path: [String], isRef: Bool = false) {
         self.path = path
@@ -53,8 +59,10 @@ public struct ODataExpandItem: Sendable, Hashable {
 /// `+` as a space (so `%24top=5`, `$filter=City+eq+%27Berlin%27` work); option names are matched
 /// case-insensitively, and for V4 also without the `$` prefix (4.01); a repeated system option, an invalid
 /// `$top`/`$skip`/`$count`/`$inlinecount`/`$levels`, or malformed `$select`/`$expand` throws ``ODataError``
-/// of kind `.query` naming the option. `$filter`, `$orderby` and `$search` stay raw text; everything not a
-/// system option lands in `custom` in request order (including `sap-client` and `@alias` parameters).
+/// of kind `.query` naming the option. `$filter`, `$orderby` and `$search` stay raw text (`$search` is
+/// also parsed into `searchExpression`); `$apply` is parsed into `apply`, `$compute` into `compute`,
+/// `$index` into `index` (an unsupported transformation is `.notImplemented`); everything not a system
+/// option lands in `custom` in request order (including `sap-client` and `@alias` parameters).
 public struct ODataQueryOptions: Sendable, Hashable {
     public var filter: String?
     public var select: [ODataSelectItem]?
@@ -70,7 +78,17 @@ public struct ODataQueryOptions: Sendable, Hashable {
     public var deltaToken: String?
     public var format: String?
     public var search: String?
-    /// Other `$` options kept raw, keyed by lowercased name without `$` (`apply`, `compute`, `id`, …).
+    /// `$search` parsed.
+    public var searchExpression: ODataSearchExpression?
+    /// `$apply` parsed.
+    public var apply: ODataApply?
+    /// `$compute` parsed.
+    public var compute: [ODataComputeItem]?
+    /// `$index` (the position for an insert into an ordered collection).
+    public var index: Int?
+    /// A top-level `$levels` (`Int.max` for `max`).
+    public var levels: Int?
+    /// Other `$` options kept raw, keyed by lowercased name without `$` (`id`, `schemaversion`).
     public var otherSystemOptions: [String: String]
     public var custom: [ODataQueryParameter]
 
@@ -151,7 +169,19 @@ public struct ODataQueryOptions: Sendable, Hashable {
         switch option {
         case "filter": filter = value
         case "orderby": orderBy = value
-        case "search": search = value
+        case "search":
+            search = value
+            searchExpression = try ODataSearchExpression.parse(value)
+        case "apply": apply = try ODataApply.parse(value)
+        case "compute": compute = try ODataComputeItem.parseList(value, option: rawName)
+        case "index":
+            guard let n = Int(value), n >= 0 else { throw invalid("expected a non-negative integer") }
+            index = n
+        case "levels":
+            guard let n = value.lowercased() == "max" ? Int.max : Int(value), n >= 1 else {
+                throw invalid("expected a positive integer or max")
+            }
+            levels = n
         case "skiptoken": skipToken = value
         case "deltatoken": deltaToken = value
         case "format": format = value
@@ -197,7 +227,7 @@ public struct ODataQueryOptions: Sendable, Hashable {
             }
             if trimmed.contains("(") {
                 throw ODataError(
-                    .query, "nested options in '\(optionName)' are not supported: '\(trimmed)'",
+                    .notImplemented, "nested options in '\(optionName)' are not supported: '\(trimmed)'",
                     segment: optionName)
             }
             let path = trimmed.split(separator: "/", omittingEmptySubsequences: false).map {
@@ -248,8 +278,12 @@ public struct ODataQueryOptions: Sendable, Hashable {
                 String($0).trimmingSpaces()
             }
             var isRef = false
+            var isCount = false
             if path.last == "$ref" {
                 isRef = true
+                path.removeLast()
+            } else if path.last == "$count", version == .v4 {
+                isCount = true
                 path.removeLast()
             }
             guard !path.isEmpty, path.allSatisfy({ isPathSegment($0) && $0 != "$ref" && $0 != "$count" })
@@ -257,6 +291,7 @@ public struct ODataQueryOptions: Sendable, Hashable {
                 throw ODataError(.query, "invalid path '\(pathText)' in '\(optionName)'", segment: optionName)
             }
             var item = ODataExpandItem(path: path, isRef: isRef)
+            item.isCount = isCount
             if let nested {
                 try item.applyNested(nested, version: version, optionName: optionName, depth: depth)
             }
@@ -358,7 +393,11 @@ extension ODataExpandItem {
             switch name {
             case "filter": filter = value
             case "orderby": orderBy = value
-            case "search": search = value
+            case "search":
+                search = value
+                searchExpression = try ODataSearchExpression.parse(value)
+            case "compute": compute = try ODataComputeItem.parseList(value, option: optionName)
+            case "apply": apply = try ODataApply.parse(value)
             case "select": select = try ODataQueryOptions.parseSelect(value, optionName: optionName)
             case "expand":
                 expand = try ODataQueryOptions.parseExpand(
@@ -390,11 +429,21 @@ extension ODataExpandItem {
 extension ODataQueryOptions {
     /// Checks `$select`, `$expand` (with nested options) and parses `$filter`/`$orderby` against the model
     /// for a result of `entityType`; the first problem is thrown as ``ODataError`` naming the option.
+    /// `$compute` aliases may be used by `$filter`, `$orderby` and `$select`; `$search` and `$apply` are
+    /// checked when they are planned (``ODataQueryPlanner``).
     public func validate(against model: EdmModel, entityType: String) throws(ODataError) {
-        let parser = ODataFilterParser(model: model, entityType: entityType)
+        var parser = ODataFilterParser(model: model, entityType: entityType)
+        for item in compute ?? [] {
+            let expression = try parser.parseExpression(item.expression)
+            parser.computed[item.alias] = expression.staticType ?? EdmTypeRef(name: "Edm.String")
+        }
         if let filter { _ = try parser.parseFilter(filter) }
         if let orderBy { _ = try parser.parseOrderBy(orderBy) }
-        try Self.validate(select: select, expand: expand, model: model, entityType: entityType)
+        let computedNames = Set(parser.computed.keys)
+        try Self.validate(
+            select: select?.filter { $0.path.count != 1 || !computedNames.contains($0.path[0]) },
+            expand: expand,
+            model: model, entityType: entityType)
     }
 
     static func validate(

@@ -1,288 +1,40 @@
-/// A value bound to a `?` placeholder; the same shape as Storage's `SQLValue`.
-public enum SQLBinding: Sendable, Hashable {
-    case null
-    case integer(Int64)
-    case real(Double)
-    case text(String)
-    case blob([UInt8])
-}
-
-/// SQL text with `?` placeholders and the values to bind to them, in order.
+/// A translated value expression: its SQL, its OData type when known, and how it encodes values.
 ///
-/// Promises: `bindings.count` equals the number of `?` placeholders in `sql`, in the same order; user
-/// supplied values only ever appear in `bindings`, never in `sql`.
-public struct SQLFragment: Sendable, Hashable, CustomStringConvertible {
-    public var sql: String
-    public var bindings: [SQLBinding]
+/// Promises: `fragment`'s bindings are all the values it needs; comparing two values of the same
+/// `encoding` in SQL compares the OData values as ``SQLValueEncoding`` describes.
+public struct ODataSQLValue: Sendable, Hashable {
+    public var fragment: SQLFragment
+    public var type: EdmTypeRef?
+    public var encoding: SQLValueEncoding
 
-    public init(_ sql: String, _ bindings: [SQLBinding] = []) {
-        self.sql = sql
-        self.bindings = bindings
-    }
-
-    public static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
-        SQLFragment(lhs.sql + rhs.sql, lhs.bindings + rhs.bindings)
-    }
-
-    public static func + (lhs: SQLFragment, rhs: String) -> SQLFragment {
-        SQLFragment(lhs.sql + rhs, lhs.bindings)
-    }
-
-    public static func + (lhs: String, rhs: SQLFragment) -> SQLFragment {
-        SQLFragment(lhs + rhs.sql, rhs.bindings)
-    }
-
-    public var description: String { "\(sql) \(bindings)" }
-
-    /// Joins fragments with a separator.
-    public static func joined(_ parts: [SQLFragment], separator: String) -> SQLFragment {
-        var result = SQLFragment("")
-        for (index, part) in parts.enumerated() {
-            if index > 0 { result = result + separator }
-            result = result + part
-        }
-        return result
-    }
-}
-
-/// A pair of columns to equate when joining a source row to a target row.
-public struct SQLJoinColumns: Sendable, Hashable {
-    public var sourceColumn: String
-    public var targetColumn: String
-
-    public init(sourceColumn: String, targetColumn: String) {
-        self.sourceColumn = sourceColumn
-        self.targetColumn = targetColumn
-    }
-}
-
-/// How a navigation property reaches its target rows.
-///
-/// Promises: without `linkTable`, target rows are those with `target.targetColumn = source.sourceColumn`
-/// for every pair of `joins`; with a link table (many-to-many), `joins` equate source → link columns and
-/// `linkJoins` link → target columns.
-public struct SQLNavigationMapping: Sendable, Hashable {
-    public var table: String
-    public var entityType: String
-    public var joins: [SQLJoinColumns]
-    public var linkTable: String?
-    public var linkJoins: [SQLJoinColumns]
-
-    public init(
-        table: String, entityType: String, joins: [SQLJoinColumns], linkTable: String? = nil,
-        linkJoins: [SQLJoinColumns] = []
-    ) {
-        self.table = table
-        self.entityType = entityType
-        self.joins = joins
-        self.linkTable = linkTable
-        self.linkJoins = linkJoins
-    }
-}
-
-/// How a collection-valued structural property (e.g. `Tags`) is stored: a side table with one row per item.
-public struct SQLCollectionMapping: Sendable, Hashable {
-    public var table: String
-    public var joins: [SQLJoinColumns]
-    public var valueColumn: String
-
-    public init(table: String, joins: [SQLJoinColumns], valueColumn: String) {
-        self.table = table
-        self.joins = joins
-        self.valueColumn = valueColumn
-    }
-}
-
-/// The storage layout the translator targets: column names for property paths, tables and joins for
-/// navigation, and how literals become bound values. Names returned are raw identifiers; the translator
-/// quotes them.
-public protocol SQLMapping: Sendable {
-    /// The column holding the structural property at `path` (one name, or several through complex
-    /// properties) of `entityType`; nil when the property is not stored.
-    func column(for path: [String], in entityType: String) -> String?
-    /// The table and join for navigating `name` from `entityType`; nil when the relationship is not stored.
-    func navigation(_ name: String, from entityType: String) -> SQLNavigationMapping?
-    /// The side table of a collection-valued structural property.
-    func collection(for path: [String], in entityType: String) -> SQLCollectionMapping?
-    /// The bound value for a literal compared with (or assigned to) a value of `type` (nil when unknown).
-    func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding
-}
-
-extension SQLMapping {
-    public func collection(for path: [String], in entityType: String) -> SQLCollectionMapping? { nil }
-
-    /// Default conversion: booleans as 0/1, decimals and doubles as REAL, temporal values as ISO-8601 text
-    /// (date-time-offsets normalized to UTC `YYYY-MM-DDThh:mm:ss[.fff]Z`, date-times to
-    /// `YYYY-MM-DDThh:mm:ss[.fff]`), GUIDs lowercase text, enum members as their member-name text.
-    public func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding {
-        SQLDefaults.binding(for: literal, type: type)
-    }
-}
-
-/// Default conversions shared by mappings.
-public enum SQLDefaults {
-    public static func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding {
-        switch literal {
-        case .null: return .null
-        case .boolean(let b): return .integer(b ? 1 : 0)
-        case .integer(let v):
-            if let p = type?.primitive, p == .double || p == .single { return .real(Double(v)) }
-            return .integer(v)
-        case .decimal(let text): return Double(text).map(SQLBinding.real) ?? .text(text)
-        case .double(let v): return .real(v)
-        case .string(let s): return .text(s)
-        case .guid(let g): return .text(g)
-        case .date(let d): return .text(d)
-        case .dateTime(let d):
-            if type?.primitive == .dateTimeOffset { return .text(normalizeDateTimeOffset(d + "Z") ?? d) }
-            return .text(normalizeDateTime(d))
-        case .dateTimeOffset(let d): return .text(normalizeDateTimeOffset(d) ?? d)
-        case .timeOfDay(let t): return .text(t.count == 5 ? t + ":00" : t)
-        case .duration(let d): return .text(d)
-        case .binary(let b): return .blob(b)
-        case .enumMember(_, let value): return .text(value)
-        }
-    }
-
-    /// `YYYY-MM-DDThh:mm` → `YYYY-MM-DDThh:mm:00`; other forms unchanged.
-    public static func normalizeDateTime(_ text: String) -> String {
-        let scalars = Array(text.unicodeScalars)
-        if scalars.count == 16, scalars[10] == "T" || scalars[10] == "t" { return text + ":00" }
-        return text
-    }
-
-    /// Converts an ISO-8601 date-time with offset to UTC `YYYY-MM-DDThh:mm:ss[.fff]Z`.
-    public static func normalizeDateTimeOffset(_ text: String) -> String? {
-        let s = Array(text.utf8)
-        func num(_ from: Int, _ count: Int) -> Int? {
-            guard from + count <= s.count else { return nil }
-            var v = 0
-            for i in from..<from + count {
-                guard s[i] >= 48, s[i] <= 57 else { return nil }
-                v = v * 10 + Int(s[i] - 48)
-            }
-            return v
-        }
-        guard s.count >= 17, let year = num(0, 4), s[4] == 45, let month = num(5, 2), s[7] == 45,
-            let day = num(8, 2), s[10] == 84 || s[10] == 116, let hour = num(11, 2), s[13] == 58,
-            let minute = num(14, 2)
-        else { return nil }
-        var i = 16
-        var second = 0
-        var fraction = ""
-        if i < s.count, s[i] == 58 {
-            guard let sec = num(i + 1, 2) else { return nil }
-            second = sec
-            i += 3
-            if i < s.count, s[i] == 46 {
-                var j = i + 1
-                while j < s.count, s[j] >= 48, s[j] <= 57 { j += 1 }
-                fraction = String(decoding: s[i..<j], as: UTF8.self)
-                i = j
-            }
-        }
-        var offsetMinutes = 0
-        if i < s.count, s[i] == 90 || s[i] == 122 {
-            i += 1
-        } else if i < s.count, s[i] == 43 || s[i] == 45 {
-            guard let oh = num(i + 1, 2), i + 3 < s.count, s[i + 3] == 58, let om = num(i + 4, 2) else {
-                return nil
-            }
-            offsetMinutes = (oh * 60 + om) * (s[i] == 45 ? -1 : 1)
-            i += 6
-        } else {
-            return nil
-        }
-        guard i == s.count else { return nil }
-        // Days from civil (Howard Hinnant), shift by the offset, back to civil.
-        func daysFromCivil(_ y: Int, _ m: Int, _ d: Int) -> Int {
-            let y2 = m <= 2 ? y - 1 : y
-            let era = (y2 >= 0 ? y2 : y2 - 399) / 400
-            let yoe = y2 - era * 400
-            let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
-            let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-            return era * 146_097 + doe - 719_468
-        }
-        var totalMinutes = daysFromCivil(year, month, day) * 1440 + hour * 60 + minute - offsetMinutes
-        let days = Int((Double(totalMinutes) / 1440).rounded(.down))
-        totalMinutes -= days * 1440
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func pad(_ v: Int, _ width: Int) -> String {
-            let text = String(v)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return
-            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(totalMinutes / 60, 2)):\(pad(totalMinutes % 60, 2)):"
-            + "\(pad(second, 2))\(fraction)Z"
-    }
-}
-
-/// A mapping derived from the model: one table per entity type (named by the caller, defaulting to the
-/// first entity set of that type), one column per property (complex paths joined with `_`), joins from
-/// referential constraints, default literal bindings.
-///
-/// Promises: navigation without a referential constraint has no mapping (nil), so filters through it are
-/// reported as untranslatable rather than guessed.
-public struct ModelSQLMapping: SQLMapping {
-    public var model: EdmModel
-    public var tables: [String: String]
-
-    public init(model: EdmModel, tables: [String: String] = [:]) {
-        self.model = model
-        var tables = tables
-        for set in model.entitySets where !set.isSingleton && tables[set.entityType] == nil {
-            tables[set.entityType] = set.name
-        }
-        self.tables = tables
-    }
-
-    public func table(for entityType: String) -> String? {
-        for type in model.typeHierarchy(of: entityType) {
-            if let table = tables[type.qualifiedName] { return table }
-        }
-        return nil
-    }
-
-    public func column(for path: [String], in entityType: String) -> String? {
-        guard let first = path.first, model.property(named: first, in: entityType) != nil else { return nil }
-        return path.joined(separator: "_")
-    }
-
-    public func navigation(_ name: String, from entityType: String) -> SQLNavigationMapping? {
-        guard let nav = model.navigationProperty(named: name, in: entityType),
-            !nav.referentialConstraints.isEmpty,
-            let table = table(for: nav.target)
-        else { return nil }
-        return SQLNavigationMapping(
-            table: table, entityType: nav.target,
-            joins: nav.referentialConstraints.map {
-                SQLJoinColumns(sourceColumn: $0.property, targetColumn: $0.referencedProperty)
-            })
+    public init(fragment: SQLFragment, type: EdmTypeRef?, encoding: SQLValueEncoding = .native) {
+        self.fragment = fragment
+        self.type = type
+        self.encoding = encoding
     }
 }
 
 /// Translates `$filter` and `$orderby` trees to SQLite SQL over a ``SQLMapping``.
 ///
-/// Promises: every literal becomes a `?` with a binding (never interpolated); identifiers are
-/// double-quoted with embedded quotes doubled; the root table is referred to by `rootAlias`; navigation
-/// paths become correlated subqueries (`(SELECT … LIMIT 1)` for single-valued values, `EXISTS` for `any`,
-/// `NOT EXISTS … IS NOT 1` for `all`, `COUNT(*)` for `$count`); `eq null`/`ne null` become
-/// `IS NULL`/`IS NOT NULL`, other comparisons keep SQL three-valued logic (a null operand excludes the row,
-/// as odatapy does); anything it cannot express (`isof`, casts to non-primitive types, unmapped
-/// properties or navigation) throws ``ODataError`` of kind `.translation`.
+/// Promises: every literal becomes a `?` with a binding (never interpolated), bound in the encoding of the
+/// value it is compared with (``SQLMapping/profile``); identifiers are double-quoted with embedded quotes
+/// doubled; the root table is referred to by `rootAlias`; navigation paths become correlated subqueries
+/// (`(SELECT … LIMIT 1)` for single-valued values, `EXISTS` for `any`, `NOT EXISTS … IS NOT 1` for `all`,
+/// `COUNT(*)` for `$count`); collections of primitive or complex values are read from a side table or
+/// with `json_each` over the stored document; type casts and `isof` test the mapping's type column;
+/// `eq null`/`ne null` become `IS NULL`/`IS NOT NULL`, other comparisons keep SQL three-valued logic (a
+/// null operand excludes the row, as odatapy does). Whatever cannot be answered exactly from the storage
+/// (an unmapped property or navigation, a cast without a type column, ordering values stored without
+/// order, arithmetic on durations, `totaloffsetminutes` of normalized instants) throws ``ODataError`` of
+/// kind `.translation`, never a wrong comparison.
 public struct ODataSQLTranslator: Sendable {
     public var mapping: any SQLMapping
     public var model: EdmModel?
     public var rootEntityType: String
     public var rootAlias: String
+    /// Properties computed by `$compute` (or an `$apply` stage): a single-step path naming one reads this
+    /// value instead of a column.
+    public var computed: [String: ODataSQLValue] = [:]
 
     public init(
         mapping: any SQLMapping, model: EdmModel? = nil, rootEntityType: String, rootAlias: String = "t0"
@@ -304,9 +56,60 @@ public struct ODataSQLTranslator: Sendable {
         var context = Context(translator: self)
         var parts: [SQLFragment] = []
         for item in items {
-            parts.append(try context.value(item.expression).fragment + (item.descending ? " DESC" : " ASC"))
+            let value = try context.value(item.expression)
+            try context.requireOrder(value)
+            parts.append(context.orderable(value) + (item.descending ? " DESC" : " ASC"))
         }
         return SQLFragment.joined(parts, separator: ", ")
+    }
+
+    /// The SQL of a value expression (for `$compute` and `$apply`).
+    public func translateValue(_ expression: ODataFilterExpression) throws(ODataError) -> ODataSQLValue {
+        var context = Context(translator: self)
+        let v = try context.value(expression)
+        if let literal = v.literal {
+            return ODataSQLValue(
+                fragment: SQLFragment("?", [SQLDefaults.binding(for: literal, type: nil)]),
+                type: literal.edmType.map { EdmTypeRef(name: $0.rawValue) })
+        }
+        return ODataSQLValue(fragment: v.fragment, type: v.type, encoding: v.encoding)
+    }
+
+    /// The condition that a row of `alias` (rows of `entityType`'s table) is of `castType` or derived from
+    /// it; nil when every row is (the table's type derives from `castType`). Throws when rows of derived
+    /// types cannot be told apart (no type column).
+    public func typeCondition(alias: String, entityType: String, castType: String) throws(ODataError)
+        -> SQLFragment?
+    {
+        let context = Context(translator: self)
+        return try context.typeCondition(alias: alias, entityType: entityType, castType: castType)
+    }
+
+    /// SQL ordering like the values of `v` (`min`, `max`, `ORDER BY`); throws when the storage cannot
+    /// order them.
+    public func sortable(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        let value = context.value(of: v)
+        try context.requireOrder(value)
+        return context.orderable(value)
+    }
+
+    /// SQL testing values of `v` for equality (`countdistinct`, grouping); throws when the storage cannot.
+    public func equatable(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        let value = context.value(of: v)
+        try context.requireEquality(value)
+        return context.comparable(value)
+    }
+
+    /// SQL reading `v` as a number (`sum`, `average`); decimal keys as REAL. Throws for values that are
+    /// not numbers (durations, enumerations, text).
+    public func numeric(_ v: ODataSQLValue) throws(ODataError) -> SQLFragment {
+        let context = Context(translator: self)
+        if let p = v.type.flatMap({ model?.primitiveType(of: $0) ?? $0.primitive }), !p.isNumeric {
+            throw ODataError(.translation, "\(p.rawValue) values cannot be summed or averaged")
+        }
+        return try context.number(context.value(of: v), "aggregation").fragment
     }
 
     /// Quotes an identifier for SQLite.
@@ -326,11 +129,51 @@ extension String {
 }
 
 private struct Context {
+    /// What the root or a lambda range variable stands for.
     struct Binding {
         var alias: String
+        /// The entity type of the rows (nil for collection items).
         var entityType: String?
-        /// Set when the variable stands for one value of a primitive collection.
-        var valueColumn: String?
+        /// For items of a collection of primitive or complex values: the item's SQL and encoding.
+        var item: Item?
+    }
+
+    struct Item {
+        var fragment: SQLFragment
+        var encoding: SQLValueEncoding
+        var type: EdmTypeRef?
+    }
+
+    struct Value {
+        private var stored: SQLFragment
+        var type: EdmTypeRef?
+        var encoding: SQLValueEncoding = .native
+        var isNullLiteral = false
+        /// Set for literals: bound once the other operand's type and encoding are known.
+        var literal: ODataLiteral?
+
+        init(
+            fragment: SQLFragment, type: EdmTypeRef?, encoding: SQLValueEncoding = .native,
+            isNullLiteral: Bool = false, literal: ODataLiteral? = nil
+        ) {
+            stored = fragment
+            self.type = type
+            self.encoding = encoding
+            self.isNullLiteral = isNullLiteral
+            self.literal = literal
+        }
+
+        /// The SQL; a literal not yet bound for another operand gets its untyped default binding (computed
+        /// only when used, since most literals are bound for the value they are compared with).
+        var fragment: SQLFragment {
+            get {
+                if let literal, stored.sql.isEmpty {
+                    return SQLFragment("?", [SQLDefaults.binding(for: literal, type: nil)])
+                }
+                return stored
+            }
+            set { stored = newValue }
+        }
     }
 
     let translator: ODataSQLTranslator
@@ -342,6 +185,8 @@ private struct Context {
     }
 
     var mapping: any SQLMapping { translator.mapping }
+    var model: EdmModel? { translator.model }
+    var profile: SQLStorageProfile { mapping.profile }
 
     mutating func newAlias() -> String {
         aliasCounter += 1
@@ -352,11 +197,19 @@ private struct Context {
 
     func q(_ s: String) -> String { ODataSQLTranslator.quote(s) }
 
-    struct Value {
-        var fragment: SQLFragment
-        var type: EdmTypeRef?
-        var isNullLiteral = false
-        var isEntity = false
+    func primitive(_ type: EdmTypeRef?) -> EdmPrimitiveType? {
+        guard let type else { return nil }
+        return model?.primitiveType(of: type) ?? type.primitive
+    }
+
+    func isEnum(_ type: EdmTypeRef?) -> Bool {
+        guard let type, let model else { return false }
+        return model.enumType(type) != nil
+    }
+
+    /// The encoding of a stored column of `type`.
+    func columnEncoding(_ type: EdmTypeRef?) -> SQLValueEncoding {
+        type.map { profile.encoding(of: $0, in: model) } ?? .native
     }
 
     // MARK: Predicates
@@ -384,7 +237,7 @@ private struct Context {
             if case .null = literal {
                 return Value(fragment: SQLFragment("NULL"), type: nil, isNullLiteral: true)
             }
-            return Value(fragment: SQLFragment("?", [mapping.binding(for: literal, type: nil)]), type: nil)
+            return Value(fragment: SQLFragment(""), type: nil, literal: literal)
         case .property(let path):
             return try property(path)
         case .binary(let op, let l, let r):
@@ -394,36 +247,24 @@ private struct Context {
             if op.isComparison {
                 return Value(fragment: try comparison(op, l, r), type: EdmTypeRef(name: "Edm.Boolean"))
             }
-            let left = try value(l)
-            let right = try value(r)
-            let symbol: String
-            switch op {
-            case .add: symbol = " + "
-            case .sub: symbol = " - "
-            case .mul: symbol = " * "
-            case .div: symbol = " / "
-            case .mod: symbol = " % "
-            case .divby:
-                return Value(
-                    fragment: "(CAST(" + left.fragment + " AS REAL) / " + right.fragment + ")", type: nil)
-            default: throw fail("operator '\(op.rawValue)' cannot be used here")
-            }
-            if let t = left.type?.primitive ?? right.type?.primitive, t.isTemporal {
-                throw fail("date and duration arithmetic is not supported locally")
-            }
-            return Value(
-                fragment: "(" + left.fragment + symbol + right.fragment + ")", type: left.type ?? right.type)
+            return try arithmetic(op, l, r)
         case .not:
             return Value(fragment: try predicate(e), type: EdmTypeRef(name: "Edm.Boolean"))
         case .negate(let inner):
-            let operand = try value(inner)
+            let operand = try number(try value(inner), "'-'")
             return Value(fragment: "(- " + operand.fragment + ")", type: operand.type)
         case .in(let subject, let list):
             let left = try value(subject)
             var items: [SQLFragment] = []
-            for item in list { items.append(try typedValue(item, hint: left.type).fragment) }
+            for item in list {
+                let right = try value(item)
+                let (a, b) = try aligned(left, right, ordering: false)
+                items.append(b.fragment)
+                _ = a
+            }
+            let subjectSQL = left.literal == nil ? comparable(left) : left.fragment
             return Value(
-                fragment: "(" + left.fragment + " IN (" + SQLFragment.joined(items, separator: ", ") + "))",
+                fragment: "(" + subjectSQL + " IN (" + SQLFragment.joined(items, separator: ", ") + "))",
                 type: EdmTypeRef(name: "Edm.Boolean"))
         case .has(let subject, let literal):
             return Value(fragment: try has(subject, literal), type: EdmTypeRef(name: "Edm.Boolean"))
@@ -438,12 +279,138 @@ private struct Context {
         }
     }
 
-    /// A value whose literal binding is typed by `hint` (the other operand's type).
-    mutating func typedValue(_ e: ODataFilterExpression, hint: EdmTypeRef?) throws(ODataError) -> Value {
-        if case .literal(let literal) = e, literal != .null {
-            return Value(fragment: SQLFragment("?", [mapping.binding(for: literal, type: hint)]), type: hint)
+    func value(of v: ODataSQLValue) -> Value {
+        Value(fragment: v.fragment, type: v.type, encoding: v.encoding)
+    }
+
+    /// A literal bound in `like`'s type and encoding.
+    func bind(_ literal: ODataLiteral, like other: Value) -> Value {
+        let binding: SQLBinding
+        if other.encoding == columnEncoding(other.type) {
+            binding = mapping.binding(for: literal, type: other.type)
+        } else {
+            binding = ODataStorage.bind(
+                literal, type: other.type, encoding: other.encoding, profile: profile, model: model)
         }
-        return try value(e)
+        return Value(fragment: SQLFragment("?", [binding]), type: other.type, encoding: other.encoding)
+    }
+
+    /// A value of the given type with its literal bound for it (other values unchanged).
+    mutating func typedValue(_ e: ODataFilterExpression, hint: Value?) throws(ODataError) -> Value {
+        let v = try value(e)
+        if let literal = v.literal, let hint { return bind(literal, like: hint) }
+        return v
+    }
+
+    /// The SQL of a value as compared: JSON GUIDs lowercased.
+    func comparable(_ v: Value) -> SQLFragment {
+        if v.encoding == .json, primitive(v.type) == .guid { return "lower(" + v.fragment + ")" }
+        return v.fragment
+    }
+
+    /// SQL that orders like the values of `v` (after ``requireOrder(_:)``).
+    func orderable(_ v: Value) -> SQLFragment { comparable(v) }
+
+    /// Throws when SQLite cannot order values stored as `v` is.
+    func requireOrder(_ v: Value) throws(ODataError) {
+        switch v.encoding {
+        case .enumName:
+            throw fail("enumeration values stored as member names cannot be ordered locally")
+        case .rawText:
+            throw fail(
+                "\(v.type?.name ?? "these") values are stored as sent and cannot be compared by size locally")
+        case .json:
+            if isEnum(v.type) || !ODataStorage.jsonComparable(primitive(v.type)) {
+                throw fail(
+                    "\(v.type?.name ?? "these") values read from the stored document cannot be ordered locally"
+                )
+            }
+        default: return
+        }
+    }
+
+    /// Throws when SQLite cannot test values stored as `v` is for equality.
+    func requireEquality(_ v: Value) throws(ODataError) {
+        if v.encoding == .json, !isEnum(v.type), !ODataStorage.jsonComparable(primitive(v.type)) {
+            throw fail(
+                "\(v.type?.name ?? "these") values read from the stored document cannot be compared locally")
+        }
+    }
+
+    /// Brings two operands of a comparison to one encoding (literals bound for the other side).
+    func aligned(_ a: Value, _ b: Value, ordering: Bool) throws(ODataError) -> (Value, Value) {
+        var (a, b) = (a, b)
+        if let literal = a.literal, let other = b.literal {
+            a = bind(
+                literal,
+                like: Value(
+                    fragment: SQLFragment(""), type: other.edmType.map { EdmTypeRef(name: $0.rawValue) }))
+            b = bind(other, like: Value(fragment: SQLFragment(""), type: a.type))
+        } else if let literal = a.literal {
+            a = bind(literal, like: b)
+        } else if let literal = b.literal {
+            b = bind(literal, like: a)
+        } else if a.encoding != b.encoding {
+            a = try numericIfMixed(a, other: b)
+            b = try numericIfMixed(b, other: a)
+        }
+        for v in [a, b] {
+            if ordering { try requireOrder(v) } else { try requireEquality(v) }
+        }
+        return (a, b)
+    }
+
+    /// For operands of different encodings: decimal keys read as REAL next to plain numbers; JSON next to
+    /// native values as is (when comparable); anything else cannot be compared.
+    func numericIfMixed(_ v: Value, other: Value) throws(ODataError) -> Value {
+        let pair: Set<SQLValueEncoding> = [v.encoding, other.encoding]
+        let numeric: Set<SQLValueEncoding> = [.decimalKey, .native, .real, .json]
+        switch v.encoding {
+        case .decimalKey where pair.isSubset(of: numeric):
+            return Value(fragment: ODataStorage.decimalRealSQL(v.fragment), type: v.type, encoding: .native)
+        case .native where pair.isSubset(of: numeric), .real where pair.isSubset(of: numeric),
+            .json where pair.isSubset(of: numeric):
+            return v
+        default:
+            throw fail(
+                "values of \(v.type?.name ?? "?") and \(other.type?.name ?? "?") are stored differently and cannot be compared locally"
+            )
+        }
+    }
+
+    /// A numeric operand: decimal keys read as REAL; durations, enumerations and other encodings refused.
+    func number(_ v: Value, _ what: String) throws(ODataError) -> Value {
+        if v.literal != nil { return v }
+        switch v.encoding {
+        case .native, .real: break
+        case .decimalKey:
+            return Value(fragment: ODataStorage.decimalRealSQL(v.fragment), type: v.type, encoding: .native)
+        case .json where primitive(v.type)?.isNumeric ?? true: break
+        default: throw fail("\(what) needs numbers; \(v.type?.name ?? "this value") is not stored as one")
+        }
+        if let p = primitive(v.type), p.isTemporal {
+            throw fail("date and duration arithmetic is not supported locally")
+        }
+        return v
+    }
+
+    mutating func arithmetic(
+        _ op: ODataBinaryOperator, _ l: ODataFilterExpression, _ r: ODataFilterExpression
+    )
+        throws(ODataError) -> Value
+    {
+        let left = try number(try value(l), "'\(op.rawValue)'")
+        let right = try number(try value(r), "'\(op.rawValue)'")
+        let type = left.type ?? right.type
+        if let p = primitive(type), p.isTemporal {
+            throw fail("date and duration arithmetic is not supported locally")
+        }
+        guard op.isArithmetic else { throw fail("operator '\(op.rawValue)' cannot be used here") }
+        guard let symbol = op.sql else {
+            return Value(
+                fragment: "(CAST(" + left.fragment + " AS REAL) / " + right.fragment + ")", type: nil)
+        }
+        return Value(fragment: "(" + left.fragment + symbol + right.fragment + ")", type: type)
     }
 
     mutating func comparison(
@@ -459,14 +426,8 @@ private struct Context {
             let exists = try navigationExists(path)
             return op == .eq ? "(NOT " + exists + ")" : exists
         }
-        var left = try value(l)
-        if case .literal = l {
-            // Type the left literal by the right side.
-            let right = try value(r)
-            left = try typedValue(l, hint: right.type)
-            return try compare(op, left, right)
-        }
-        let right = try typedValue(r, hint: left.type)
+        let left = try value(l)
+        let right = try value(r)
         return try compare(op, left, right)
     }
 
@@ -480,17 +441,9 @@ private struct Context {
             default: return SQLFragment("NULL")
             }
         }
-        let symbol: String
-        switch op {
-        case .eq: symbol = " = "
-        case .ne: symbol = " <> "
-        case .gt: symbol = " > "
-        case .ge: symbol = " >= "
-        case .lt: symbol = " < "
-        case .le: symbol = " <= "
-        default: throw fail("'\(op.rawValue)' is not a comparison")
-        }
-        return "(" + left.fragment + symbol + right.fragment + ")"
+        guard op.isComparison, let symbol = op.sql else { throw fail("'\(op.rawValue)' is not a comparison") }
+        let (a, b) = try aligned(left, right, ordering: op != .eq && op != .ne)
+        return "(" + comparable(a) + symbol + comparable(b) + ")"
     }
 
     mutating func has(_ subject: ODataFilterExpression, _ literal: ODataLiteral) throws(ODataError)
@@ -500,19 +453,27 @@ private struct Context {
         guard case .enumMember(_, let members) = literal else {
             throw fail("'has' needs an enumeration literal")
         }
-        let binding = mapping.binding(for: literal, type: left.type)
-        if case .integer = binding {
-            return "((" + left.fragment + " & ?) = ?)" + SQLFragment("", [binding, binding])
+        switch left.encoding {
+        case .enumValue:
+            let binding = bind(literal, like: left).fragment
+            return "((" + left.fragment + " & " + binding + ") = " + binding + ")"
+        case .enumName, .json, .native:
+            let binding = mapping.binding(for: literal, type: left.type)
+            if case .integer = binding {
+                return "((" + left.fragment + " & ?) = ?)" + SQLFragment("", [binding, binding])
+            }
+            // Member-name text storage: every flag of the literal must appear in the comma-separated value.
+            var parts: [SQLFragment] = []
+            for member in members.split(separator: ",") {
+                let flag = SQLBinding.text("," + String(member).trimmingSpaces() + ",")
+                parts.append(
+                    "(instr(',' || replace(" + left.fragment + ", ' ', '') || ',', ?) > 0)"
+                        + SQLFragment("", [flag]))
+            }
+            return parts.count == 1 ? parts[0] : "(" + SQLFragment.joined(parts, separator: " AND ") + ")"
+        default:
+            throw fail("'has' needs an enumeration value")
         }
-        // Member-name text storage: every flag of the literal must appear in the comma-separated value.
-        var parts: [SQLFragment] = []
-        for member in members.split(separator: ",") {
-            let flag = SQLBinding.text("," + String(member).trimmingSpaces() + ",")
-            parts.append(
-                "(instr(',' || replace(" + left.fragment + ", ' ', '') || ',', ?) > 0)"
-                    + SQLFragment("", [flag]))
-        }
-        return parts.count == 1 ? parts[0] : "(" + SQLFragment.joined(parts, separator: " AND ") + ")"
     }
 
     // MARK: Property paths
@@ -527,53 +488,144 @@ private struct Context {
     }
 
     mutating func property(_ path: ODataPropertyPath) throws(ODataError) -> Value {
+        if path.root == .it, path.steps.count == 1, case .property(let name, _) = path.steps[0],
+            let computed = translator.computed[name]
+        {
+            return Value(fragment: computed.fragment, type: computed.type, encoding: computed.encoding)
+        }
         let binding = try start(path.root)
-        let steps = path.steps.filter {
-            if case .cast = $0 { return false }
-            return true
+        if let item = binding.item {
+            return try itemMember(item, path.steps, type: path.type)
         }
-        if steps.isEmpty {
-            if let column = binding.valueColumn {
-                return Value(fragment: SQLFragment(q(binding.alias) + "." + q(column)), type: path.type)
-            }
-            throw fail("an entity cannot be used as a value")
-        }
-        let fragment = try valuePath(steps[...], alias: binding.alias, entityType: binding.entityType)
-        return Value(fragment: fragment, type: path.type)
+        if path.steps.isEmpty { throw fail("an entity cannot be used as a value") }
+        return try entityValue(path.steps[...], alias: binding.alias, entityType: binding.entityType)
     }
 
-    /// Structural steps become a column; a single-valued navigation becomes a correlated scalar subquery.
-    mutating func valuePath(_ steps: ArraySlice<ODataPropertyPath.Step>, alias: String, entityType: String?)
-        throws(ODataError) -> SQLFragment
+    /// A member of a collection item: the item itself, or a property of a complex item read from its JSON.
+    func itemMember(_ item: Item, _ steps: [ODataPropertyPath.Step], type: EdmTypeRef?) throws(ODataError)
+        -> Value
+    {
+        let names = steps.compactMap { step -> String? in
+            if case .property(let name, _) = step { return name }
+            return nil
+        }
+        guard names.count == steps.filter({ if case .cast = $0 { false } else { true } }).count else {
+            throw fail("navigation from an item of a collection is not supported locally")
+        }
+        if steps.contains(where: { if case .cast = $0 { true } else { false } }) {
+            throw fail("type casts inside collections of complex values are not supported locally")
+        }
+        if names.isEmpty {
+            let itemType = item.type ?? type
+            let fragment = item.encoding == .json ? jsonScalar(item.fragment, itemType) : item.fragment
+            return Value(fragment: fragment, type: itemType, encoding: item.encoding)
+        }
+        guard item.encoding == .json else { throw fail("members of collection items are not stored locally") }
+        let path = SQLFragment("?", [.text(ODataStorage.jsonPath(names))])
+        return Value(
+            fragment: jsonScalar("json_extract(" + item.fragment + ", " + path + ")", type), type: type,
+            encoding: .json)
+    }
+
+    /// A JSON scalar as SQL compares it: numbers of integral and floating types cast (V2 and
+    /// `IEEE754Compatible` send Int64 and others as strings).
+    func jsonScalar(_ fragment: SQLFragment, _ type: EdmTypeRef?) -> SQLFragment {
+        guard let p = primitive(type) else { return fragment }
+        if p.isIntegral { return "CAST(" + fragment + " AS INTEGER)" }
+        if p == .double || p == .single { return "CAST(" + fragment + " AS REAL)" }
+        return fragment
+    }
+
+    /// Casts, structural steps (a column, or the stored document) and single-valued navigation (a
+    /// correlated scalar subquery) from rows of `entityType` at `alias`.
+    mutating func entityValue(_ steps: ArraySlice<ODataPropertyPath.Step>, alias: String, entityType: String?)
+        throws(ODataError) -> Value
     {
         guard let entityType else { throw fail("the path cannot be resolved without a type") }
-        var names: [String] = []
         var index = steps.startIndex
-        while index < steps.endIndex, case .property(let name, _) = steps[index] {
-            names.append(name)
+        var castType: String?
+        while index < steps.endIndex, case .cast(let t) = steps[index] {
+            castType = t
             index += 1
         }
+        let condition = try castType.flatMap { t throws(ODataError) in
+            try typeCondition(alias: alias, entityType: entityType, castType: t)
+        }
+        var names: [String] = []
+        var leafType: EdmTypeRef?
+        while index < steps.endIndex, case .property(let name, let type) = steps[index] {
+            names.append(name)
+            leafType = type
+            index += 1
+        }
+        var result: Value
         if !names.isEmpty {
             guard index == steps.endIndex else {
-                throw fail("a navigation cannot follow a complex property here")
+                throw fail("a cast or navigation after a complex property is not supported locally")
             }
-            guard let column = mapping.column(for: names, in: entityType) else {
-                throw fail("the property '\(names.joined(separator: "/"))' is not available locally")
+            result = try structural(names, type: leafType, alias: alias, entityType: castType ?? entityType)
+        } else {
+            guard index < steps.endIndex,
+                case .navigation(let name, let target, let isCollection) = steps[index]
+            else { throw fail("the entity cannot be used as a value") }
+            guard !isCollection else { throw fail("'\(name)' is a collection; use any(), all() or $count") }
+            guard index + 1 < steps.endIndex else {
+                throw fail("the entity '\(name)' cannot be used as a value")
             }
-            return SQLFragment(q(alias) + "." + q(column))
+            guard let nav = mapping.navigation(name, from: castType ?? entityType) else {
+                throw fail("the navigation '\(name)' is not available locally")
+            }
+            let inner = newAlias()
+            let innerValue = try entityValue(steps[(index + 1)...], alias: inner, entityType: target)
+            result = innerValue
+            result.fragment =
+                "(SELECT " + innerValue.fragment + " FROM " + fromClause(nav, alias: inner) + " WHERE "
+                + joinCondition(nav, outer: alias, inner: inner) + " LIMIT 1)"
         }
-        guard case .navigation(let name, let target, let isCollection) = steps[index] else {
-            throw fail("unsupported path")
+        if let condition {
+            result.fragment = "(CASE WHEN " + condition + " THEN " + result.fragment + " END)"
         }
-        guard !isCollection else { throw fail("'\(name)' is a collection; use any(), all() or $count") }
-        guard index + 1 < steps.endIndex else { throw fail("the entity '\(name)' cannot be used as a value") }
-        guard let nav = mapping.navigation(name, from: entityType) else {
-            throw fail("the navigation '\(name)' is not available locally")
+        return result
+    }
+
+    /// A structural property path of rows at `alias`: its column, else the stored document's value.
+    func structural(_ names: [String], type: EdmTypeRef?, alias: String, entityType: String)
+        throws(ODataError)
+        -> Value
+    {
+        if let column = mapping.column(for: names, in: entityType) {
+            return Value(
+                fragment: SQLFragment(q(alias) + "." + q(column)), type: type,
+                encoding: mapping.encoding(for: names, in: entityType) ?? columnEncoding(type))
         }
-        let inner = newAlias()
-        let innerValue = try valuePath(steps[(index + 1)...], alias: inner, entityType: target)
-        return "(SELECT " + innerValue + " FROM " + fromClause(nav, alias: inner) + " WHERE "
-            + joinCondition(nav, outer: alias, inner: inner) + " LIMIT 1)"
+        if let document = mapping.documentColumn(for: entityType) {
+            if let type, type.isCollection || model?.structuredType(type.name) != nil {
+                throw fail("'\(names.joined(separator: "/"))' is not a primitive value")
+            }
+            let path = SQLFragment("?", [.text(ODataStorage.jsonPath(names))])
+            return Value(
+                fragment: jsonScalar(
+                    "json_extract(" + q(alias) + "." + q(document) + ", " + path + ")", type),
+                type: type, encoding: .json)
+        }
+        throw fail("the property '\(names.joined(separator: "/"))' is not available locally")
+    }
+
+    func typeCondition(alias: String, entityType: String, castType: String) throws(ODataError) -> SQLFragment?
+    {
+        guard let model else { throw fail("type casts need the model") }
+        if model.isType(entityType, derivedFrom: castType) { return nil }
+        guard model.isType(castType, derivedFrom: entityType) else { return SQLFragment("0") }
+        guard let column = mapping.typeColumn(for: entityType) else {
+            throw fail(
+                "the entity types of stored rows are not known locally, so '\(castType)' cannot be told apart"
+            )
+        }
+        let types = model.typeAndDerived(castType)
+        return "(coalesce(" + q(alias) + "." + q(column) + ", '') IN ("
+            + SQLFragment(
+                Array(repeating: "?", count: types.count).joined(separator: ", "), types.map(SQLBinding.text))
+            + "))"
     }
 
     func fromClause(_ nav: SQLNavigationMapping, alias: String) -> String {
@@ -597,83 +649,108 @@ private struct Context {
     mutating func navigationExists(_ path: ODataPropertyPath) throws(ODataError) -> SQLFragment {
         let binding = try start(path.root)
         return try existsChain(
-            path.steps.filter {
-                if case .cast = $0 { return false }
-                return true
-            }[...], alias: binding.alias, entityType: binding.entityType, body: { _, _, _ in SQLFragment("") }
-        )
+            path.steps[...], alias: binding.alias, entityType: binding.entityType,
+            body: { _, _, _ in SQLFragment("") })
     }
 
-    /// Nested `EXISTS (SELECT 1 FROM … WHERE join AND …)` through navigation steps; `body` adds the condition
-    /// on the innermost row.
+    /// Nested `EXISTS (SELECT 1 FROM … WHERE join AND …)` through navigation steps (casts become type
+    /// conditions); `body` adds the condition on the innermost row.
     mutating func existsChain(
         _ steps: ArraySlice<ODataPropertyPath.Step>, alias: String, entityType: String?,
         body: (inout Context, String, String) throws(ODataError) -> SQLFragment
     ) throws(ODataError) -> SQLFragment {
-        guard let entityType, let first = steps.first else { throw fail("unsupported collection path") }
+        guard let entityType else { throw fail("unsupported collection path") }
+        var rest = steps
+        var castType: String?
+        while case .cast(let t)? = rest.first {
+            castType = t
+            rest = rest.dropFirst()
+        }
+        let outerCondition = try castType.flatMap { t throws(ODataError) in
+            try typeCondition(alias: alias, entityType: entityType, castType: t)
+        }
+        guard let first = rest.first else {
+            // Only a cast remained: the condition is on the current row.
+            return (outerCondition.map { " AND " + $0 } ?? SQLFragment(""))
+                + (try body(&self, alias, castType ?? entityType))
+        }
         guard case .navigation(let name, let target, _) = first else {
             throw fail("'\(first.name)' is not a navigation property")
         }
-        guard let nav = mapping.navigation(name, from: entityType) else {
+        guard let nav = mapping.navigation(name, from: castType ?? entityType) else {
             throw fail("the navigation '\(name)' is not available locally")
         }
         let inner = newAlias()
         let condition: SQLFragment
-        if steps.count == 1 {
+        if rest.count == 1 {
             condition = try body(&self, inner, target)
+        } else if rest.dropFirst().allSatisfy({ if case .cast = $0 { true } else { false } }) {
+            condition = try existsChain(rest.dropFirst(), alias: inner, entityType: target, body: body)
         } else {
             condition =
-                " AND " + (try existsChain(steps.dropFirst(), alias: inner, entityType: target, body: body))
+                " AND " + (try existsChain(rest.dropFirst(), alias: inner, entityType: target, body: body))
         }
-        return "EXISTS (SELECT 1 FROM " + fromClause(nav, alias: inner) + " WHERE "
+        let exists =
+            "EXISTS (SELECT 1 FROM " + fromClause(nav, alias: inner) + " WHERE "
             + joinCondition(nav, outer: alias, inner: inner) + condition + ")"
+        if let outerCondition { return "(" + outerCondition + " AND " + exists + ")" }
+        return exists
     }
 
     mutating func lambda(_ lambda: ODataLambda) throws(ODataError) -> SQLFragment {
         let binding = try start(lambda.collection.root)
-        let steps = lambda.collection.steps.filter {
-            if case .cast = $0 { return false }
-            return true
-        }
-        let variable = lambda.variable
-        let predicate = lambda.predicate
+        let steps = lambda.collection.steps
         let isAll = lambda.kind == .all
-        let body: (inout Context, String, String) throws(ODataError) -> SQLFragment = {
-            context, alias, type in
+        let predicate = lambda.predicate
+        let variable = lambda.variable
+        func condition(_ context: inout Context, _ bound: Binding) throws(ODataError) -> SQLFragment {
             guard let predicate, let variable else { return SQLFragment("") }
             let saved = context.variables[variable]
-            context.variables[variable] = Binding(alias: alias, entityType: type)
+            context.variables[variable] = bound
             defer { context.variables[variable] = saved }
-            let condition = try context.predicate(predicate)
-            return isAll ? " AND (" + condition + ") IS NOT 1" : " AND " + condition
+            let p = try context.predicate(predicate)
+            return isAll ? " AND (" + p + ") IS NOT 1" : " AND " + p
         }
-        // A collection of primitive or complex values stored in a side table.
-        if case .property? = steps.last {
-            let names = steps.map(\.name)
-            guard steps.allSatisfy({ if case .property = $0 { return true } else { return false } }),
-                let entityType = binding.entityType,
+        // A collection of primitive or complex values.
+        if case .property? = steps.last(where: { if case .cast = $0 { false } else { true } }) {
+            let names = steps.compactMap { step -> String? in
+                if case .property(let name, _) = step { return name }
+                return nil
+            }
+            guard names.count == steps.count, let entityType = binding.entityType,
                 let collection = mapping.collection(for: names, in: entityType)
             else { throw fail("the collection '\(names.joined(separator: "/"))' is not available locally") }
             let inner = newAlias()
-            var condition = SQLFragment("")
-            if let predicate, let variable {
-                let saved = variables[variable]
-                variables[variable] = Binding(
-                    alias: inner, entityType: nil, valueColumn: collection.valueColumn)
-                defer { variables[variable] = saved }
-                let p = try self.predicate(predicate)
-                condition = isAll ? " AND (" + p + ") IS NOT 1" : " AND " + p
+            let elementType = lambda.elementType
+            let from: SQLFragment
+            var join = SQLFragment("1")
+            let item: Item
+            if let column = collection.jsonColumn, let path = collection.jsonPath {
+                from =
+                    "json_each(" + SQLFragment(q(binding.alias) + "." + q(column) + ", ?", [.text(path)])
+                    + ") AS "
+                    + q(inner)
+                item = Item(
+                    fragment: SQLFragment(q(inner) + ".\"value\""), encoding: .json, type: elementType)
+            } else {
+                from = SQLFragment(q(collection.table) + " AS " + q(inner))
+                join = SQLFragment(
+                    collection.joins.map {
+                        "\(q(inner)).\(q($0.targetColumn)) = \(q(binding.alias)).\(q($0.sourceColumn))"
+                    }.joined(separator: " AND "))
+                item = Item(
+                    fragment: SQLFragment(q(inner) + "." + q(collection.valueColumn)),
+                    encoding: columnEncoding(elementType), type: elementType)
             }
-            let join = collection.joins.map {
-                "\(q(inner)).\(q($0.targetColumn)) = \(q(binding.alias)).\(q($0.sourceColumn))"
-            }
-            let exists =
-                "EXISTS (SELECT 1 FROM \(q(collection.table)) AS \(q(inner)) WHERE "
-                + join.joined(separator: " AND ") + condition + ")"
+            let cond = try condition(&self, Binding(alias: inner, entityType: nil, item: item))
+            let exists = "EXISTS (SELECT 1 FROM " + from + " WHERE " + join + cond + ")"
             return isAll ? "(NOT " + exists + ")" : exists
         }
         let exists = try existsChain(
-            steps[...], alias: binding.alias, entityType: binding.entityType, body: body)
+            steps[...], alias: binding.alias, entityType: binding.entityType,
+            body: { context, alias, type throws(ODataError) in
+                try condition(&context, Binding(alias: alias, entityType: type))
+            })
         return isAll ? "(NOT " + exists + ")" : exists
     }
 
@@ -682,6 +759,25 @@ private struct Context {
         let steps = path.steps.filter {
             if case .cast = $0 { return false }
             return true
+        }
+        if case .property? = steps.last {
+            let names = steps.map(\.name)
+            guard steps.allSatisfy({ if case .property = $0 { true } else { false } }),
+                let entityType = binding.entityType,
+                let collection = mapping.collection(for: names, in: entityType)
+            else { throw fail("the collection '\(names.joined(separator: "/"))' is not available locally") }
+            if let column = collection.jsonColumn, let jsonPath = collection.jsonPath {
+                return "coalesce(json_array_length("
+                    + SQLFragment(q(binding.alias) + "." + q(column) + ", ?", [.text(jsonPath)])
+                    + "), 0)"
+            }
+            let inner = newAlias()
+            let join = collection.joins.map {
+                "\(q(inner)).\(q($0.targetColumn)) = \(q(binding.alias)).\(q($0.sourceColumn))"
+            }
+            return SQLFragment(
+                "(SELECT COUNT(*) FROM \(q(collection.table)) AS \(q(inner)) WHERE "
+                    + join.joined(separator: " AND ") + ")")
         }
         return try countChain(steps[...], alias: binding.alias, entityType: binding.entityType)
     }
@@ -710,18 +806,25 @@ private struct Context {
 
     mutating func call(_ function: ODataFunction, _ args: [ODataFilterExpression]) throws(ODataError) -> Value
     {
-        var values: [SQLFragment] = []
-        var first: EdmTypeRef?
-        for (index, arg) in args.enumerated() {
+        if function == .isof { return try isof(args) }
+        var values: [Value] = []
+        for arg in args {
             if case .typeName = arg { continue }
-            let v = index == 0 ? try value(arg) : try typedValue(arg, hint: first)
-            if index == 0 { first = v.type }
-            values.append(v.fragment)
+            var v = try value(arg)
+            if let literal = v.literal {
+                v = Value(
+                    fragment: SQLFragment("?", [SQLDefaults.binding(for: literal, type: nil)]), type: nil)
+            }
+            values.append(v)
         }
-        func a(_ i: Int) -> SQLFragment { values[i] }
+        func a(_ i: Int) -> SQLFragment { values[i].fragment }
+        func numeric(_ i: Int) throws(ODataError) -> SQLFragment {
+            try number(values[i], "'\(function)'").fragment
+        }
         let int = EdmTypeRef(name: "Edm.Int32")
         let string = EdmTypeRef(name: "Edm.String")
         let bool = EdmTypeRef(name: "Edm.Boolean")
+        let instant = EdmTypeRef(name: "Edm.DateTimeOffset")
         switch function {
         case .contains: return Value(fragment: "(instr(" + a(0) + ", " + a(1) + ") > 0)", type: bool)
         case .startswith:
@@ -745,67 +848,148 @@ private struct Context {
         case .concat: return Value(fragment: "(" + a(0) + " || " + a(1) + ")", type: string)
         case .replace:
             return Value(fragment: "replace(" + a(0) + ", " + a(1) + ", " + a(2) + ")", type: string)
-        case .year: return Value(fragment: "CAST(strftime('%Y', " + a(0) + ") AS INTEGER)", type: int)
-        case .month: return Value(fragment: "CAST(strftime('%m', " + a(0) + ") AS INTEGER)", type: int)
-        case .day: return Value(fragment: "CAST(strftime('%d', " + a(0) + ") AS INTEGER)", type: int)
-        case .hour: return Value(fragment: "CAST(strftime('%H', " + a(0) + ") AS INTEGER)", type: int)
-        case .minute: return Value(fragment: "CAST(strftime('%M', " + a(0) + ") AS INTEGER)", type: int)
-        case .second: return Value(fragment: "CAST(strftime('%S', " + a(0) + ") AS INTEGER)", type: int)
+        case .year, .month, .day, .hour, .minute, .second:
+            try requireDateText(values[0], function)
+            let format = [
+                "year": "%Y", "month": "%m", "day": "%d", "hour": "%H", "minute": "%M", "second": "%S",
+            ][
+                function.rawValue]!
+            return Value(fragment: "CAST(strftime('\(format)', " + a(0) + ") AS INTEGER)", type: int)
         case .fractionalseconds:
+            try requireDateText(values[0], function)
             return Value(
                 fragment: "(CAST(strftime('%f', " + a(0) + ") AS REAL) - CAST(strftime('%S', " + a(0)
                     + ") AS INTEGER))",
                 type: EdmTypeRef(name: "Edm.Decimal"))
-        case .date: return Value(fragment: "date(" + a(0) + ")", type: EdmTypeRef(name: "Edm.Date"))
-        case .time: return Value(fragment: "time(" + a(0) + ")", type: EdmTypeRef(name: "Edm.TimeOfDay"))
+        case .date:
+            try requireDateText(values[0], function)
+            return Value(fragment: "date(" + a(0) + ")", type: EdmTypeRef(name: "Edm.Date"))
+        case .time:
+            try requireDateText(values[0], function)
+            return Value(fragment: "time(" + a(0) + ")", type: EdmTypeRef(name: "Edm.TimeOfDay"))
         case .totaloffsetminutes:
-            let x = a(0)
-            return Value(
-                fragment: "(CASE WHEN substr(" + x + ", -6, 1) IN ('+', '-') THEN (CASE substr(" + x
-                    + ", -6, 1) WHEN '-' THEN -1 ELSE 1 END) * (CAST(substr(" + x
-                    + ", -5, 2) AS INTEGER) * 60 + CAST(substr("
-                    + x + ", -2, 2) AS INTEGER)) ELSE 0 END)", type: int)
+            throw fail("totaloffsetminutes() is not answered locally: instants are stored in UTC")
         case .now:
-            return Value(
-                fragment: SQLFragment("strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"),
-                type: EdmTypeRef(name: "Edm.DateTimeOffset"))
+            let format = profile == .exact ? "%Y-%m-%dT%H:%M:%f" : "%Y-%m-%dT%H:%M:%fZ"
+            return Value(fragment: SQLFragment("strftime('\(format)', 'now')"), type: instant)
         case .mindatetime:
-            return Value(
-                fragment: SQLFragment("?", [.text("0001-01-01T00:00:00Z")]),
-                type: EdmTypeRef(name: "Edm.DateTimeOffset"))
+            let text = profile == .exact ? "0001-01-01T00:00:00" : "0001-01-01T00:00:00Z"
+            return Value(fragment: SQLFragment("?", [.text(text)]), type: instant)
         case .maxdatetime:
-            return Value(
-                fragment: SQLFragment("?", [.text("9999-12-31T23:59:59.999Z")]),
-                type: EdmTypeRef(name: "Edm.DateTimeOffset"))
-        case .round: return Value(fragment: "round(" + a(0) + ")", type: first)
+            let text = profile == .exact ? "9999-12-31T23:59:59.999" : "9999-12-31T23:59:59.999Z"
+            return Value(fragment: SQLFragment("?", [.text(text)]), type: instant)
+        case .round:
+            return Value(fragment: "round(" + (try numeric(0)) + ")", type: values[0].type)
         case .floor:
-            let x = a(0)
+            let x = try numeric(0)
             return Value(
                 fragment: "(CAST(" + x + " AS INTEGER) - (" + x + " < CAST(" + x + " AS INTEGER)))",
-                type: first)
+                type: values[0].type)
         case .ceiling:
-            let x = a(0)
+            let x = try numeric(0)
             return Value(
                 fragment: "(CAST(" + x + " AS INTEGER) + (" + x + " > CAST(" + x + " AS INTEGER)))",
-                type: first)
+                type: values[0].type)
         case .isof:
-            throw fail("isof() is not supported locally")
+            throw fail("isof() is not supported here")
         case .cast:
-            guard case .typeName(let typeName)? = args.last,
-                let primitive = EdmPrimitiveType(rawValue: typeName),
-                !values.isEmpty
-            else { throw fail("cast() is only supported locally to primitive types with an argument") }
-            let target: String
-            if primitive.isIntegral {
-                target = "INTEGER"
-            } else if primitive == .double || primitive == .single || primitive == .decimal {
-                target = "REAL"
-            } else if primitive == .string {
-                target = "TEXT"
-            } else {
-                throw fail("cast() to \(typeName) is not supported locally")
-            }
-            return Value(fragment: "CAST(" + a(0) + " AS " + target + ")", type: EdmTypeRef(name: typeName))
+            return try cast(values, typeName: args.last)
         }
+    }
+
+    func requireDateText(_ v: Value, _ function: ODataFunction) throws(ODataError) {
+        if v.encoding == .json, let p = primitive(v.type), p != .date {
+            throw fail(
+                "\(function.rawValue)() of \(p.rawValue) values read from the stored document is not supported locally"
+            )
+        }
+    }
+
+    func cast(_ values: [Value], typeName: ODataFilterExpression?) throws(ODataError) -> Value {
+        guard case .typeName(let typeName)? = typeName, let target = EdmPrimitiveType(rawValue: typeName)
+        else {
+            throw fail("cast() is only supported locally to primitive types")
+        }
+        guard let v = values.first else {
+            throw fail("cast() of the current entity is not supported locally")
+        }
+        let type = EdmTypeRef(name: typeName)
+        if v.encoding == .decimalKey {
+            switch target {
+            case .string: return Value(fragment: ODataStorage.decimalPlainSQL(v.fragment), type: type)
+            case .decimal: return v
+            default: break
+            }
+        }
+        let sqlType: String
+        if target.isIntegral {
+            sqlType = "INTEGER"
+        } else if target == .double || target == .single || target == .decimal {
+            sqlType = "REAL"
+        } else if target == .string {
+            sqlType = "TEXT"
+        } else {
+            throw fail("cast() to \(typeName) is not supported locally")
+        }
+        let source = sqlType == "TEXT" ? v.fragment : try number(v, "cast()").fragment
+        return Value(fragment: "CAST(" + source + " AS " + sqlType + ")", type: type)
+    }
+
+    /// `isof(T)` on the current entity, `isof(path, T)` on an entity reached through single-valued
+    /// navigation or on a primitive value (its declared type).
+    mutating func isof(_ args: [ODataFilterExpression]) throws(ODataError) -> Value {
+        let bool = EdmTypeRef(name: "Edm.Boolean")
+        guard case .typeName(let typeName)? = args.last else { throw fail("isof() needs a type name") }
+        if args.count == 1 {
+            let condition = try typeCondition(
+                alias: translator.rootAlias, entityType: translator.rootEntityType, castType: typeName)
+            return Value(fragment: condition ?? SQLFragment("1"), type: bool)
+        }
+        guard case .property(let path) = args[0] else {
+            throw fail("isof() of a computed value is not supported locally")
+        }
+        let binding = try start(path.root)
+        let last = path.steps.last
+        if binding.item == nil,
+            path.steps.isEmpty || { if case .navigation(_, _, false)? = last { true } else { false } }()
+        {
+            if path.steps.isEmpty {
+                let condition = try typeCondition(
+                    alias: binding.alias, entityType: binding.entityType ?? translator.rootEntityType,
+                    castType: typeName)
+                return Value(fragment: condition ?? SQLFragment("1"), type: bool)
+            }
+            let fragment = try existsChain(
+                path.steps[...], alias: binding.alias, entityType: binding.entityType,
+                body: { context, alias, type throws(ODataError) in
+                    let condition = try context.typeCondition(
+                        alias: alias, entityType: type, castType: typeName)
+                    return condition.map { " AND " + $0 } ?? SQLFragment("")
+                })
+            return Value(fragment: fragment, type: bool)
+        }
+        // A structural value: its declared type decides (complex values of derived types are not told apart).
+        guard let declared = path.type, !declared.isCollection else {
+            throw fail("isof() of a collection is not supported locally")
+        }
+        if let model, model.structuredType(declared.name) != nil,
+            !model.derivedTypes(of: declared.name).isEmpty
+        {
+            throw fail("isof() of complex values with derived types is not supported locally")
+        }
+        let value = try property(path)
+        let same =
+            model?.resolveQualifiedName(typeName) == declared.name
+            || (model.map { m in m.structuredType(typeName)?.qualifiedName == declared.name } ?? false)
+        return Value(fragment: same ? "(" + value.fragment + " IS NOT NULL)" : SQLFragment("0"), type: bool)
+    }
+}
+
+extension ODataStorage {
+    /// The SQLite JSON path of a property path (`$."Address"."City"`).
+    public static func jsonPath(_ names: [String]) -> String {
+        var out = "$"
+        for name in names { out += ".\"" + name.replacingAll("\"", with: "\\\"") + "\"" }
+        return out
     }
 }

@@ -119,14 +119,17 @@ import Testing
     }
 
     @Test func keysAreCheckedAndSecuredFiltersApplied() throws {
-        let idx = index
-        let local = LocalAlgolia(lookup: { name in
-            name == "p" ? OfflineIndex(index: idx, apiKeys: nil, authorize: { $0.apiKey != "bad" }) : nil
-        })
-        let route = AlgoliaRoute.search(index: "p")
-        #expect(local.answer(request("bad", body: "{}"), route: route).status == 403)
         let key = Data((String(repeating: "0", count: 64) + "filters=brand%3ASamsung").utf8)
             .base64EncodedString()
+        let keys = try KeyMemory(pool: nil)
+        keys.accept(appId: "APP", index: "p", key: key)
+        let mirror = MirroredIndex(
+            settings: MirrorSettings(name: "p"), current: index, lastSuccessfulSyncAt: nil, fingerprint: nil)
+        let local = LocalAlgolia(
+            catalog: LocalCatalog(offline: OfflineIndexRegistry(), mirrors: ["p": mirror]),
+            access: ReadAccess(appId: "APP", syncKey: nil, keys: keys))
+        let route = AlgoliaRoute.search(index: "p")
+        #expect(local.answer(request("bad", body: "{}"), route: route).status == 403)
         let r = local.answer(request(key, body: #"{"query":"phone"}"#), route: route)
         #expect(r.status == 200)
         #expect(r.headers["X-Mirrorgate-Origin"] == "local")
@@ -139,8 +142,25 @@ import Testing
         #expect(json["hits"]?.arrayValue?.compactMap { $0["objectID"]?.stringValue } == ["2"])
     }
 
-    @Test func mirrorWithoutDataIsUnavailableNotAnError() {
-        let local = LocalAlgolia(lookup: { _ in OfflineIndex(index: nil, apiKeys: nil) })
+    @Test func offlineIndicesAdmitTheirListedKeysOnly() throws {
+        let offline = OfflineIndexRegistry([
+            "p": LocalIndex(index: index, access: .keys(["k1"])),
+            "q": LocalIndex(index: index, access: .keys(nil)),
+        ])
+        let local = LocalAlgolia(
+            catalog: LocalCatalog(offline: offline, mirrors: [:]),
+            access: ReadAccess(appId: nil, syncKey: nil, keys: try KeyMemory(pool: nil)))
+        #expect(local.answer(request("k1", body: "{}"), route: .search(index: "p")).status == 200)
+        #expect(local.answer(request("k2", body: "{}"), route: .search(index: "p")).status == 403)
+        #expect(local.answer(request("k2", body: "{}"), route: .search(index: "q")).status == 200)
+        #expect(local.answer(request("", body: "{}"), route: .search(index: "q")).status == 403)
+    }
+
+    @Test func mirrorWithoutDataIsUnavailableNotAnError() throws {
+        let offline = OfflineIndexRegistry(["p": LocalIndex(index: nil, access: .keys(nil))])
+        let local = LocalAlgolia(
+            catalog: LocalCatalog(offline: offline, mirrors: [:]),
+            access: ReadAccess(appId: nil, syncKey: nil, keys: try KeyMemory(pool: nil)))
         #expect(local.answer(request("k", body: "{}"), route: .search(index: "p")).status == 424)
     }
 }

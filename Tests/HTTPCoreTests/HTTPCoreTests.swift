@@ -162,3 +162,100 @@ final class FakeTransport: StreamTransport, @unchecked Sendable {
         #expect(stream.isClosed)
     }
 }
+
+@Suite struct RequestFramingTests {
+    func check(_ fields: [(String, String)], version: String = "HTTP/1.1") -> Result<
+        RequestFraming.Body, RequestFraming.Refusal
+    > {
+        RequestFraming.check(
+            version: version, headers: HTTPHeaders([("Host", "x")] + fields.map { ($0.0, $0.1) }))
+    }
+
+    func status(_ result: Result<RequestFraming.Body, RequestFraming.Refusal>) -> Int? {
+        if case .failure(let r) = result { return r.status }
+        return nil
+    }
+
+    @Test func bodiesAreDelimitedByOneLengthOrChunked() {
+        #expect(check([]) == .success(.none))
+        #expect(check([("Content-Length", "0")]) == .success(.none))
+        #expect(check([("content-length", " 12 ")]) == .success(.length(12)))
+        #expect(check([("Content-Length", "5"), ("Content-Length", "5")]) == .success(.length(5)))
+        #expect(check([("Transfer-Encoding", "chunked")]) == .success(.chunked))
+        #expect(check([("transfer-encoding", "Chunked")]) == .success(.chunked))
+    }
+
+    @Test func ambiguousLengthsAreRefusedWith400() {
+        #expect(status(check([("Content-Length", "5"), ("Transfer-Encoding", "chunked")])) == 400)
+        #expect(status(check([("Transfer-Encoding", "chunked"), ("Content-Length", "0")])) == 400)
+        #expect(status(check([("Content-Length", "5"), ("Content-Length", "6")])) == 400)
+        #expect(status(check([("Content-Length", "5"), ("Content-Length", "x")])) == 400)
+        #expect(status(check([("Content-Length", "5, 5")])) == 400)
+        #expect(status(check([("Content-Length", "-1")])) == 400)
+        #expect(status(check([("Transfer-Encoding", "chunked, chunked")])) == 400)
+        #expect(status(check([("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "chunked")])) == 400)
+        #expect(status(check([("Transfer-Encoding", "chunked")], version: "HTTP/1.0")) == 400)
+    }
+
+    @Test func unknownTransferCodingsAreNotImplemented() {
+        for coding in ["gzip", "gzip, chunked", "chunked, gzip", "identity", "x-custom", ""] {
+            #expect(status(check([("Transfer-Encoding", coding)])) == 501, "\(coding)")
+        }
+    }
+
+    @Test func hostMustBeThereOnceAndValid() {
+        #expect(status(RequestFraming.check(version: "HTTP/1.1", headers: [:])) == 400)
+        #expect(RequestFraming.check(version: "HTTP/1.0", headers: [:]) == .success(.none))
+        #expect(status(check([("HOST", "y")])) == 400)
+        for host in ["localhost:8080", "127.0.0.1", "[::1]:8080", "example.com", "", "a-b.c_d~e"] {
+            #expect(
+                RequestFraming.check(version: "HTTP/1.1", headers: ["Host": host]) == .success(.none),
+                "\(host)")
+        }
+        for host in ["a b", "a/b", "x\"y", "a:b:c", "[::1", "host:80x", "a@b"] {
+            #expect(
+                status(RequestFraming.check(version: "HTTP/1.1", headers: ["Host": host])) == 400, "\(host)")
+        }
+    }
+
+    @Test func fieldNamesAreTokensAndValuesHoldNoCR() {
+        #expect(status(check([("X-Note ", "a")])) == 400)
+        #expect(status(check([("X Note", "a")])) == 400)
+        #expect(status(check([("", "a")])) == 400)
+        #expect(status(check([("X-Note", "a\rb")])) == 400)
+        #expect(check([("X-Note", "a\tb c\u{1}")]) == .success(.none))
+        #expect(check([("X_Odd!#$%&'*+.^`|~", "v")]) == .success(.none))
+    }
+
+    @Test func targetsWithoutWhitespaceOrControlsPass() {
+        #expect(RequestFraming.targetRefusal("/1/indexes/a%20b/query?x=1") == nil)
+        #expect(RequestFraming.targetRefusal("/päth") == nil)
+        #expect(RequestFraming.targetRefusal("/a b") != nil)
+        #expect(RequestFraming.targetRefusal("/a\u{1}b") != nil)
+        #expect(RequestFraming.targetRefusal("/a\u{7F}") != nil)
+    }
+
+    @Test func lengthsParseAsDecimalsWithBlanksAndSaturate() {
+        #expect(RequestFraming.decimal("0") == 0)
+        #expect(RequestFraming.decimal(" \t42 ") == 42)
+        for text in ["", "  ", "-1", "1 2", "12a", "+5"] {
+            #expect(RequestFraming.decimal(text) == nil, "\(text)")
+        }
+        #expect(RequestFraming.decimal("99999999999999999999999") == Int.max)
+        #expect(RequestFraming.decimal("123456789012345678") == 123_456_789_012_345_678)
+    }
+
+    @Test func aClosingMessageIsACompleteResponse() {
+        var r = HTTPResponse.json(413, #"{"message":"too big","status":413}"#)
+        r.headers.add("Content-Length", "999")
+        r.headers.add("Connection", "keep-alive")
+        let text = String(decoding: r.closingMessage() ?? [], as: UTF8.self)
+        #expect(
+            text
+                == "HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json; charset=utf-8\r\n"
+                + "Content-Length: 34\r\nConnection: close\r\n\r\n" + #"{"message":"too big","status":413}"#)
+        #expect(
+            HTTPResponse(status: 200, body: .stream(ResponseStream(timeout: .seconds(1)))).closingMessage()
+                == nil)
+    }
+}

@@ -123,28 +123,6 @@ final class ResultBox: @unchecked Sendable {
     func get() -> UpstreamResponse? { lock.withLock { value } }
 }
 
-@Suite struct ContentLengthParsingTests {
-    @Test func parsesDecimalsWithSurroundingBlanks() {
-        #expect(MHDCallbacks.decimal("0") == 0)
-        #expect(MHDCallbacks.decimal("1024") == 1024)
-        #expect(MHDCallbacks.decimal(" \t42 ") == 42)
-    }
-
-    @Test func rejectsWhatIsNotALength() {
-        #expect(MHDCallbacks.decimal("") == nil)
-        #expect(MHDCallbacks.decimal("  ") == nil)
-        #expect(MHDCallbacks.decimal("-1") == nil)
-        #expect(MHDCallbacks.decimal("1 2") == nil)
-        #expect(MHDCallbacks.decimal("12a") == nil)
-        #expect(MHDCallbacks.decimal("+5") == nil)
-    }
-
-    @Test func saturatesHugeLengths() {
-        #expect(MHDCallbacks.decimal("99999999999999999999999") == Int.max)
-        #expect(MHDCallbacks.decimal("123456789012345678") == 123_456_789_012_345_678)
-    }
-}
-
 @Suite struct RequestPathTests {
     @Test func dotSegmentsAreRefusedInEveryDisguise() {
         for path in [

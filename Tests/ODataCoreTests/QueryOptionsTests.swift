@@ -36,8 +36,9 @@ import Testing
         #expect(v2.top == nil && v2.inlineCount == false)
         #expect(v2.custom.map(\.name) == ["search", "top"])
         let other = try parse("$apply=groupby((City))&$search=blue OR green&$deltatoken=abc")
-        #expect(other.otherSystemOptions["apply"] == "groupby((City))")
+        #expect(other.apply == ODataApply([.groupBy(paths: [["City"]], then: [])]))
         #expect(other.search == "blue OR green" && other.deltaToken == "abc")
+        #expect(other.searchExpression == .or(.word("blue"), .word("green")))
     }
 
     @Test func invalidValues() {

@@ -176,3 +176,186 @@ import Testing
         #expect((try? ODataResourcePath.parse(deepPath, model: model)) != nil)
     }
 }
+
+@Suite struct ShopPathTests {
+    let model = ShopFixture.model
+
+    func parse(_ path: String) throws -> ODataResourcePath { try ODataResourcePath.parse(path, model: model) }
+
+    func error(_ path: String) -> ODataError? {
+        do {
+            _ = try ODataResourcePath.parse(path, model: model)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func typeCasts() throws {
+        let employees = try parse("People/Shop.Employee")
+        #expect(employees.segments.last == .cast(type: "Shop.Model.Employee"))
+        #expect(employees.target == .entityCollection(entityType: "Shop.Model.Employee", entitySet: "People"))
+        #expect(employees.contextFragment == "People/Shop.Model.Employee")
+        let manager = try parse("People(1)/Shop.Employee/Manager")
+        #expect(manager.target == .entity(entityType: "Shop.Model.Employee", entitySet: "People"))
+        #expect(manager.contextFragment == "People/$entity")
+        let keyed = try parse("People/Shop.Model.Employee(4)")
+        #expect(keyed.target == .entity(entityType: "Shop.Model.Employee", entitySet: "People"))
+        #expect(keyed.contextFragment == "People/Shop.Model.Employee/$entity")
+        #expect(
+            try parse("People(4)/Shop.Model.Employee/Salary").target
+                == .property(EdmTypeRef(name: "Edm.Decimal")))
+        #expect(
+            try parse("People(4)/Shop.Model.Employee/Salary").contextFragment
+                == "People(4)/Shop.Model.Employee/Salary")
+        #expect(try parse("People/Shop.Customer/$count").target == .count)
+        // A derived type's navigation is bound through the cast path.
+        #expect(try parse("People(2)/Shop.Customer/Orders").entitySet == "Orders")
+        // Casting to an unrelated type is an error naming the segment.
+        #expect(error("People/Shop.Product")?.segment == "Shop.Product")
+        #expect(error("People(1)/Salary") != nil)
+    }
+
+    @Test func singletons() throws {
+        let company = try parse("Company")
+        #expect(company.target == .entity(entityType: "Shop.Model.Company", entitySet: "Company"))
+        #expect(company.segments == [.singleton(name: "Company", entityType: "Shop.Model.Company")])
+        #expect(company.contextFragment == "Company")
+        let departments = try parse("Company/Departments")
+        #expect(
+            departments.target
+                == .entityCollection(entityType: "Shop.Model.Department", entitySet: "Departments"))
+        #expect(departments.contextFragment == "Departments")
+        #expect(try parse("Company/Departments(3)/Staff/$count").target == .count)
+        #expect(try parse("Company/Headquarters/City").contextFragment == "Company/Headquarters/City")
+        #expect(error("Company(1)")?.message.contains("singleton") == true)
+        #expect(error("Company/$count") != nil)
+    }
+
+    @Test func containment() throws {
+        let lines = try parse("Orders(2)/Lines")
+        #expect(lines.target == .entityCollection(entityType: "Shop.Model.OrderLine", entitySet: nil))
+        #expect(lines.isContained(in: model))
+        #expect(lines.contextFragment == "Orders(2)/Lines")
+        #expect(
+            lines.segments.last
+                == .navigation(
+                    name: "Lines", entityType: "Shop.Model.OrderLine", isCollection: true, entitySet: nil))
+        let line = try parse("Orders(2)/Lines(3)")
+        #expect(line.target == .entity(entityType: "Shop.Model.OrderLine", entitySet: nil))
+        #expect(line.contextFragment == "Orders(2)/Lines/$entity")
+        #expect(try parse("Orders(2)/Lines(3)/Quantity").contextFragment == "Orders(2)/Lines(3)/Quantity")
+        #expect(try parse("Orders(2)/Lines/$count").target == .count)
+        // A navigation out of a contained entity uses the binding `Lines/Product`.
+        let product = try parse("Orders(2)/Lines(3)/Product")
+        #expect(product.target == .entity(entityType: "Shop.Model.Product", entitySet: "Products"))
+        #expect(!product.isContained(in: model))
+        #expect(!(try parse("Orders(2)/Customer").isContained(in: model)))
+    }
+
+    @Test func propertyPaths() throws {
+        let address = try parse("People(1)/Address")
+        #expect(address.target == .property(EdmTypeRef(name: "Shop.Model.Address")))
+        #expect(address.contextFragment == "People(1)/Address")
+        #expect(try parse("People(1)/Address/City").target == .property(EdmTypeRef(name: "Edm.String")))
+        #expect(try parse("People(1)/Address/Geo/Lat").target == .property(EdmTypeRef(name: "Edm.Double")))
+        #expect(
+            try parse("People(1)/Address/City/$value").target == .rawValue(EdmTypeRef(name: "Edm.String")))
+        #expect(
+            try parse("People(1)/Address/Shop.PostalAddress/PostBox").target
+                == .property(EdmTypeRef(name: "Edm.String")))
+        let emails = try parse("People(1)/Emails")
+        #expect(emails.target == .property(EdmTypeRef(name: "Edm.String", isCollection: true)))
+        #expect(emails.contextFragment == "People(1)/Emails")
+        #expect(try parse("People(1)/Emails/$count").target == .count)
+        #expect(
+            try parse("People(1)/Addresses").target
+                == .property(EdmTypeRef(name: "Shop.Model.Address", isCollection: true)))
+        #expect(try parse("People(1)/Addresses/$count").target == .count)
+        #expect(error("People(1)/Emails/$value") != nil)
+        #expect(error("People(1)/Address/$value") != nil)
+        #expect(try parse("Products(1)/Photo").target == .property(EdmTypeRef(name: "Edm.Stream")))
+        #expect(
+            try parse("Products(1)/Tags").target
+                == .property(EdmTypeRef(name: "Edm.String", isCollection: true)))
+    }
+
+    @Test func countsAndReferences() throws {
+        #expect(try parse("Products/$count").target == .count)
+        #expect(try parse("People(1)/Friends/$count").target == .count)
+        #expect(try parse("People(1)/Shop.Employee/Reports/$count").target == .count)
+        let refs = try parse("People(1)/Friends/$ref")
+        #expect(refs.target == .reference(entityType: "Shop.Model.Person", isCollection: true))
+        #expect(refs.contextFragment == "Collection($ref)")
+        let one = try parse("People(1)/Friends(2)/$ref")
+        #expect(one.target == .reference(entityType: "Shop.Model.Person", isCollection: false))
+        #expect(one.contextFragment == "$ref")
+        #expect(
+            try parse("Orders(1)/Customer/$ref").target
+                == .reference(entityType: "Shop.Model.Customer", isCollection: false))
+        #expect(error("Products/$count/$ref") != nil)
+    }
+
+    @Test func keysOfEveryKindInContext() throws {
+        #expect(
+            try parse("Documents(6f9619ff-8b86-d011-b42d-00c04fc964ff)").contextFragment
+                == "Documents/$entity")
+        #expect(
+            try parse("Documents(6F9619FF-8B86-D011-B42D-00C04FC964FF)/Shop.Invoice/Total").contextFragment
+                == "Documents(6f9619ff-8b86-d011-b42d-00c04fc964ff)/Shop.Model.Invoice/Total")
+        let v2 = Fixtures.northwindV2Model
+        let detail = try ODataResourcePath.parse("Order_Details(OrderID=1,ProductID=2)/Quantity", model: v2)
+        #expect(detail.contextFragment == "Order_Details(OrderID=1,ProductID=2)/Quantity")
+    }
+
+    @Test func boundOperationsAndUnsupportedSegments() throws {
+        let top = try parse("Products/Shop.TopProducts(n=3)")
+        #expect(
+            top.segments.last
+                == .boundOperation(
+                    name: "Shop.Model.TopProducts", parameters: [.init(name: "n", value: .integer(3))]))
+        guard case .boundOperation(let op) = top.target else {
+            Issue.record("expected a bound operation")
+            return
+        }
+        #expect(op.name == "TopProducts")
+        #expect(error("Products(1)/Shop.TopProducts(n=3)") != nil)  // bound to the collection only
+        #expect(error("Products/Shop.TopProducts(n='x')")?.message.contains("n") == true)
+        for path in [
+            "Products/$each", "Products/$filter(@p)", "$all", "$crossjoin(Products,Orders)", "$entity",
+        ] {
+            #expect(error(path)?.kind == .notImplemented, "\(path)")
+            #expect(error(path)?.isNotImplemented == true)
+        }
+    }
+}
+
+@Suite struct HostileQueryTests {
+    /// Random text into the `$search`, `$apply` and `$compute` parsers and, when it parses, into the
+    /// planner: errors only, never a crash or a hang.
+    @Test func garbageNeverCrashes() throws {
+        var g = SplitMix(seed: 21)
+        let pieces = [
+            "(", ")", "\"", "'", "/", ",", " ", "as", " with ", "sum", "$count", "groupby((", "aggregate(",
+            "filter(", "Price", "Name", "Status", "gt", "1", "NOT", "AND", "OR", "compute(", "top(", "skip(",
+            "orderby(", "search(", "identity", "Shop.Color'Red'", "Tags/any(t:t eq 'x')", "\\",
+        ]
+        let shop = try ShopDatabase(profile: .exact)
+        let planner = ODataQueryPlanner(
+            model: shop.model, mapping: shop.mapping, table: "Products", entityType: "Shop.Model.Product")
+        var planned = 0
+        for _ in 0..<4_000 {
+            var text = ""
+            for _ in 0..<(1 + g.next() % 12) { text += pieces[Int(g.next() % UInt64(pieces.count))] }
+            _ = try? ODataSearchExpression.parse(text)
+            _ = try? ODataComputeItem.parseList(text)
+            if let apply = try? ODataApply.parse(text) {
+                if let plan = try? planner.plan(apply: apply, options: ODataQueryOptions()) {
+                    planned += 1
+                    _ = try? shop.db.query(plan.sql.sql, plan.sql.bindings.map(ShopDatabase.sqlValue))
+                }
+            }
+        }
+        #expect(planned > 0)
+    }
+}

@@ -1,23 +1,13 @@
 import JSONCore
+import MirrorgateTesting
 import Testing
 
 @testable import SearchEngine
 
 /// Query-time synonyms from the stored synonym objects.
 @Suite struct SynonymTests {
-    static let records: [JSON] = [
-        ["objectID": "car", "title": "Red car for sale"],
-        ["objectID": "auto", "title": "Used auto parts"],
-        ["objectID": "vehicle", "title": "Vehicle insurance"],
-        ["objectID": "ipad", "title": "iPad cover"],
-        ["objectID": "tablet", "title": "Tablet stand"],
-        ["objectID": "colour", "title": "Colour chart"],
-    ]
-    static let synonyms: [JSON] = [
-        ["objectID": "s1", "type": "synonym", "synonyms": ["car", "auto", "vehicle"]],
-        ["objectID": "s2", "type": "onewaysynonym", "input": "tablet", "synonyms": ["iPad", "galaxy tab"]],
-        ["objectID": "s3", "type": "altCorrection1", "word": "color", "corrections": ["colour"]],
-    ]
+    static let records = AlgoliaFixtures.vehicleRecords
+    static let synonyms = AlgoliaFixtures.vehicleSynonyms
 
     static func index() -> SearchIndex {
         SearchIndex(

@@ -42,6 +42,7 @@ import wrkout  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))  # seconds per wrk / raw-SQLite run
+CPU_WRITES = int(os.environ.get("CPU_WRITES", "0"))  # > 0: also the gateway's CPU per acknowledged write
 APPENDS = int(os.environ.get("APPENDS", "1000"))  # transactions per kind per round in (b)
 UPLOADS = int(os.environ.get("UPLOADS", "300"))  # queued creates per round in (c)
 SLICES = int(os.environ.get("SLICES", "12"))  # 1-second slices per gateway in (a'), alternating
@@ -271,6 +272,21 @@ def main() -> None:
         res = wrk(f"http://127.0.0.1:{p}/odata/bench/Items", lua, seconds=1)
         res.update(slice=i // 2 + 1, target=target, cpuMs=(_pid_jiffies(g.pid) - j0) / HZ * 1000 / max(1, res["requests"]))
         rows_e.append(res)
+    if CPU_WRITES > 0:
+        # The gateway's own CPU time per acknowledged write over CPU_WRITES POSTs on one kept-alive
+        # connection (utime + stime of its threads): unlike latencies, a busy disk or CPU moves it little.
+        # Both gateways, the unencrypted one first.
+        for label, g, p in (("gateway", gw, port), ("gateway with an encrypted store", gw_enc, port_enc)):
+            c = http.client.HTTPConnection("127.0.0.1", p, timeout=60)
+            before = _pid_jiffies(g.pid)
+            for _ in range(CPU_WRITES):
+                c.request("POST", "/odata/bench/Items", body=BODY.encode(), headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                assert r.status == 201, r.status
+            c.close()
+            print(f"{label} CPU per acknowledged write: {(_pid_jiffies(g.pid) - before) / HZ / CPU_WRITES * 1e6:.1f} µs"
+                  f" ({CPU_WRITES} POSTs, one connection)")
     pending = status(port, "bench")["pendingRequests"] + status(port_enc, "bench")["pendingRequests"]
     for g in (gw, gw_enc):
         g.terminate()

@@ -234,12 +234,11 @@ def swift_file(lang: str, source: str, licence: str, plurals: str, stops: str) -
         f"// Plurals: {source}. Licence of that data: {licence}.\n"
         "// Stop words: PostgreSQL tsearch_data (Snowball project lists, BSD licence).\n"
         "// swift-format-ignore-file\n\n"
-        "extension LanguageTables {\n"
-        f"    static let plurals_{lang}: StaticString = \"\"\"\n"
+        "// Read by LanguageTables (Languages.swift).\n"
+        f"let plurals_{lang}: StaticString = \"\"\"\n"
         + plurals
         + "\"\"\"\n\n"
-        f"    static let stopWords_{lang}: StaticString = \"{stops}\"\n"
-        "}\n"
+        f"let stopWords_{lang}: StaticString = \"{stops}\"\n"
     )
 
 
@@ -261,9 +260,8 @@ def main() -> None:
         "// Stop words: PostgreSQL tsearch_data (Snowball project lists, BSD licence). German plurals are rules\n"
         "// (GermanPlurals.swift), not a table.\n"
         "// swift-format-ignore-file\n\n"
-        "extension LanguageTables {\n"
-        f"    static let stopWords_de: StaticString = \"{stopwords('german')}\"\n"
-        "}\n",
+        "// Read by LanguageTables (Languages.swift).\n"
+        f"let stopWords_de: StaticString = \"{stopwords('german')}\"\n",
         encoding="utf-8",
     )
     print(f"de: stop words only -> {path}")

@@ -3,8 +3,8 @@
 // Stop words: PostgreSQL tsearch_data (Snowball project lists, BSD licence).
 // swift-format-ignore-file
 
-extension LanguageTables {
-    static let plurals_en: StaticString = """
+// Read by LanguageTables (Languages.swift).
+let plurals_en: StaticString = """
 a	0s
 aardvark	0s
 aardvarks	1
@@ -43091,5 +43091,4 @@ zymase	0s
 zymases	1
 """
 
-    static let stopWords_en: StaticString = "a about above after again against all am an and any are as at be because been before being below between both but by can did do does doing don down during each few for from further had has have having he her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ourselves out over own s same she should so some such t than that the their theirs them themselves then there these they this those through to too under until up very was we were what when where which while who whom why will with you your yours yourself yourselves"
-}
+let stopWords_en: StaticString = "a about above after again against all am an and any are as at be because been before being below between both but by can did do does doing don down during each few for from further had has have having he her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ourselves out over own s same she should so some such t than that the their theirs them themselves then there these they this those through to too under until up very was we were what when where which while who whom why will with you your yours yourself yourselves"

@@ -3,8 +3,8 @@
 // Stop words: PostgreSQL tsearch_data (Snowball project lists, BSD licence).
 // swift-format-ignore-file
 
-extension LanguageTables {
-    static let plurals_fr: StaticString = """
+// Read by LanguageTables (Languages.swift).
+let plurals_fr: StaticString = """
 abaca	0s
 abacas	1
 abacule	0s
@@ -125822,5 +125822,4 @@ zythum	0s
 zythums	1
 """
 
-    static let stopWords_fr: StaticString = "a ai aie aient aies ait as au aura aurai auraient aurais aurait auras aurez auriez aurions aurons auront aux avaient avais avait avec avez aviez avions avons ayant ayante ayantes ayants ayez ayons c ce ces d dans de des du elle en es est et etaient etais etait etant etante etantes etants ete etee etees etes etiez etions eu eue eues eumes eurent eus eusse eussent eusses eussiez eussions eut eutes eux fumes furent fus fusse fussent fusses fussiez fussions fut futes il j je l la le leur lui m ma mais me meme mes moi mon n ne nos notre nous on ont ou par pas pour qu que qui s sa se sera serai seraient serais serait seras serez seriez serions serons seront ses soient sois soit sommes son sont soyez soyons suis sur t ta te tes toi ton tu un une vos votre vous y"
-}
+let stopWords_fr: StaticString = "a ai aie aient aies ait as au aura aurai auraient aurais aurait auras aurez auriez aurions aurons auront aux avaient avais avait avec avez aviez avions avons ayant ayante ayantes ayants ayez ayons c ce ces d dans de des du elle en es est et etaient etais etait etant etante etantes etants ete etee etees etes etiez etions eu eue eues eumes eurent eus eusse eussent eusses eussiez eussions eut eutes eux fumes furent fus fusse fussent fusses fussiez fussions fut futes il j je l la le leur lui m ma mais me meme mes moi mon n ne nos notre nous on ont ou par pas pour qu que qui s sa se sera serai seraient serais serait seras serez seriez serions serons seront ses soient sois soit sommes son sont soyez soyons suis sur t ta te tes toi ton tu un une vos votre vous y"

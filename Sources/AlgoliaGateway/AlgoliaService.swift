@@ -1,0 +1,175 @@
+import GatewayConfig
+import GatewaySupport
+import HTTPCore
+import JSONCore
+import Logging
+import SearchEngine
+import Storage
+import Upstream
+
+/// Everything under `/1/` and the Algolia side of the admin API: offline indices answered locally;
+/// mirrored indices by their request strategy (forward, fall back to the local mirror on failure or
+/// timeout, preventive NDJSON streams), kept in sync by the mirror coordinator and rebuilt by manual
+/// builds; anything else forwarded unchanged.
+///
+/// Promises: never answers a 5xx under `/1/` (the upstream's unavailability is `unavailableStatus`);
+/// `handle` never blocks (local work goes to the worker pool, upstream work to the upstream's own
+/// threads); local answers go only to callers ``ReadAccess`` admits; the upstream never holds a reference
+/// back to the service.
+public final class AlgoliaService: Sendable {
+    /// The configuration in force.
+    public let configuration: MirrorgateConfiguration
+    /// The upstream, nil when no Algolia host is configured.
+    public let upstream: (any AlgoliaUpstream)?
+    /// The indices answered locally (offline and mirrored).
+    public let catalog: LocalCatalog
+    /// Syncs of the mirrored indices.
+    public let coordinator: MirrorCoordinator
+    /// The keys the upstream accepted.
+    public let keys: KeyMemory
+    private let strategies: RequestStrategies
+    private let builds: ManualBuilds
+
+    /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
+    /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
+    /// and the sync state; `events` receives the admin API's events.
+    public convenience init(
+        configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient, store: IndexStore?,
+        state: DatabasePool?, events: @escaping @Sendable (String, JSON) -> Void
+    ) throws(AlgoliaSetupError) {
+        let a = configuration.algolia
+        var forwarder: AlgoliaForwarder?
+        if !a.effectiveHosts.isEmpty {
+            let settings = AlgoliaForwardingSettings(
+                hosts: a.effectiveHosts, connectTimeout: a.connectTimeout, readTimeout: a.timeout,
+                writeTimeout: a.writeTimeout, unavailableStatus: a.unavailableStatus)
+            forwarder = AlgoliaForwarder(
+                settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
+        }
+        try self.init(
+            configuration: configuration, upstream: forwarder,
+            fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
+            pool: WorkerPool(threads: 4, name: "mg-local"), events: events)
+    }
+
+    /// The service over any upstream (tests script one); `fetcher` nil disables syncs. `logger` gets the
+    /// index and build events, `syncLogger` the syncs'.
+    public init(
+        configuration: MirrorgateConfiguration, upstream: (any AlgoliaUpstream)?, fetcher: MirrorFetcher?,
+        store: IndexStore?, state: DatabasePool?, pool: WorkerPool,
+        events: @escaping @Sendable (String, JSON) -> Void,
+        logger: Logger = Logger(label: "mirrorgate.algolia"),
+        syncLogger: Logger = Logger(label: "mirrorgate.sync")
+    ) throws(AlgoliaSetupError) {
+        self.configuration = configuration
+        self.upstream = upstream
+        let offline = try OfflineIndexRegistry.load(configuration, store: store, logger: logger)
+        if let upstream {
+            upstream.reachability.onChange { up in
+                events("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])
+            }
+        }
+        do {
+            keys = try KeyMemory(pool: state)
+            coordinator = try MirrorCoordinator(
+                configuration: configuration, store: store, state: state, fetcher: fetcher,
+                reachability: upstream?.reachability, events: events, logger: Logger(label: "mirrorgate.sync")
+            )
+        } catch let error as AlgoliaSetupError {
+            throw error
+        } catch {
+            throw AlgoliaSetupError(description: "cannot prepare the mirrored indices: \(error)")
+        }
+        catalog = LocalCatalog(offline: offline, mirrors: coordinator.mirrors)
+        let local = LocalAlgolia(
+            catalog: catalog,
+            access: ReadAccess(
+                appId: configuration.algolia.appId, syncKey: configuration.algolia.apiKey, keys: keys))
+        let paths = AnswerPaths(
+            upstream: upstream, local: local, pool: pool, keys: keys, appId: configuration.algolia.appId,
+            unavailableStatus: configuration.algolia.unavailableStatus)
+        strategies = RequestStrategies(
+            paths: paths, catalog: catalog, readTimeout: configuration.algolia.timeout)
+        builds = ManualBuilds(
+            coordinator: coordinator, offline: offline, configuration: configuration, events: events,
+            logger: logger)
+    }
+
+    /// Starts background work (the sync scheduler); call once the server listens.
+    public func start() { coordinator.start() }
+
+    /// Stops the sync scheduler and the upstream's probe (at shutdown).
+    public func stop() {
+        coordinator.stop()
+        upstream?.reachability.stop()
+    }
+
+    /// Answers a request under `/1/` (CORS and the path check are the caller's).
+    public func handle(_ request: HTTPRequest, _ out: any Responder) {
+        let route = AlgoliaRoute.parse(method: request.method, path: request.path)
+        let names = route.indexNames(body: request.body)
+        if !names.isEmpty && names.allSatisfy({ catalog.offline.lookup($0) != nil }) {
+            strategies.paths.answerLocally(request, route, out)
+            return
+        }
+        let mirrored = names.filter { catalog.mirrors[$0] != nil }
+        for name in mirrored { catalog.mirrors[name]?.touch() }
+        let allLocal = names.allSatisfy { catalog.contains($0) }
+        if !mirrored.isEmpty && route.isLocalRead && allLocal {
+            strategies.run(request, route, mirrored: mirrored, out)
+        } else if (route == .multiQuery || route == .getObjects) && names.contains(where: catalog.contains) {
+            strategies.split(request, route, out)
+        } else {
+            strategies.paths.forward(request, out, mirrored: mirrored, tag: false, onUnavailable: nil)
+        }
+    }
+
+    /// An error of the gateway's own (a body too large, a timeout, shutdown) in Algolia's format; a 5xx
+    /// becomes `unavailableStatus`, because Algolia's clients shun a host after a 5xx.
+    public func errorResponse(_ status: Int, _ message: String) -> HTTPResponse {
+        AlgoliaError.response(status >= 500 ? configuration.algolia.unavailableStatus : status, message)
+    }
+
+    // MARK: admin
+
+    /// The status of every index (SPEC §5: `mirrored`, `hasOfflineData`, `objects`, and the sync fields
+    /// of mirrored indices), by name.
+    public func indexStatus() -> JSON {
+        var indices = JSONObject()
+        for (name, mirror) in coordinator.mirrors.sorted(by: { $0.key < $1.key }) {
+            indices[name] = mirror.status()
+        }
+        for name in catalog.offline.names {
+            let count = catalog.offline.lookup(name)?.index?.objectCount ?? 0
+            indices[name] = [
+                "mirrored": false, "hasOfflineData": .bool(count > 0), "objects": .int(Int64(count)),
+            ]
+        }
+        return .object(indices)
+    }
+
+    /// What asking for a sync did.
+    public enum SyncLaunch: Sendable {
+        /// No mirrored index has that name.
+        case unknownIndex
+        /// A sync or build of the index is running.
+        case alreadyRunning
+        /// The sync runs in the background; `completion` will be called.
+        case started
+    }
+
+    /// Starts a sync of the mirrored index `name` (`POST /_mirrorgate/algolia/indices/{i}/sync`).
+    public func sync(
+        _ name: String, completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)?
+    ) -> SyncLaunch {
+        guard let mirror = coordinator.mirrors[name] else { return .unknownIndex }
+        return coordinator.launch(mirror, completion: completion) ? .started : .alreadyRunning
+    }
+
+    /// A manual build of the mirrored index `name` from an admin request's body
+    /// (`POST /_mirrorgate/algolia/indices/{i}/build`, SPEC §5); answers through `out` when the new
+    /// version is installed, or at once with `{"message","status"}` when it cannot start.
+    public func build(_ name: String, body: [UInt8], _ out: any Responder) {
+        builds.start(name, body: body, out)
+    }
+}

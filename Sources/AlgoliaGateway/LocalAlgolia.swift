@@ -1,0 +1,237 @@
+import Foundation
+import HTTPCore
+import JSONCore
+import SearchEngine
+
+/// Answers Algolia's read API from local indices with Algolia's shapes and errors. Runs on worker
+/// threads (searching is CPU work). Every answer carries `X-Mirrorgate-Origin: local`.
+///
+/// Promises: an index is read only by a caller that ``ReadAccess`` admits for it (else `403` in Algolia's
+/// format); a secured API key's `filters` are ANDed with the request's and its other parameters win; a
+/// mirrored index without local data answers `424`, never a 5xx.
+public struct LocalAlgolia: Sendable {
+    /// The indices answered here.
+    public let catalog: LocalCatalog
+    /// Who may read them.
+    public let access: ReadAccess
+
+    /// Creates the responder over `catalog`, admitting callers by `access`.
+    public init(catalog: LocalCatalog, access: ReadAccess) {
+        self.catalog = catalog
+        self.access = access
+    }
+
+    /// Answers `request`, whose route addresses indices of the catalog.
+    public func answer(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
+        var response = compute(request, route: route)
+        response.headers.set(MirrorgateHeader.origin, "local")
+        return response
+    }
+
+    private func compute(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
+        let credentials = AlgoliaCredentials(request)
+        let body: JSON
+        if request.body.isEmpty {
+            body = .object(JSONObject())
+        } else {
+            do {
+                body = try JSON.parse(request.body)
+            } catch {
+                return AlgoliaError.response(400, "Invalid JSON body: \(error)")
+            }
+        }
+        do {
+            switch route {
+            case .search(let name):
+                let idx = try authorized(name, credentials)
+                let params: JSON = request.method == "GET" ? queryParams(request) : body
+                return .json(200, "")
+                    .withBody(
+                        OriginTag.tag(try idx.index.searchSerialized(idx.restrict(params)), origin: "local"))
+            case .browse(let name):
+                let idx = try authorized(name, credentials)
+                let params: JSON = request.method == "GET" ? queryParams(request) : body
+                return ok(try idx.index.browse(idx.restrict(params), cursor: nil))
+            case .getObject(let name, let objectID):
+                let idx = try authorized(name, credentials)
+                let attrs = request.queryValue("attributesToRetrieve").map(Self.list)
+                guard let object = idx.index.getObject(objectID, attributesToRetrieve: attrs) else {
+                    return AlgoliaError.response(404, "ObjectID does not exist")
+                }
+                return ok(object)
+            case .getSettings(let name):
+                let idx = try authorized(name, credentials)
+                let version = request.queryValue("getVersion").flatMap { Int($0) }
+                return ok(idx.index.settings(getVersion: version))
+            case .facetSearch(let name, let facet):
+                let idx = try authorized(name, credentials)
+                return ok(try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(body)))
+            case .synonymSearch(let name):
+                let idx = try authorized(name, credentials)
+                var params = SearchIndex.mergedParameters(body)
+                for (k, v) in request.queryItems where params[k] == nil {
+                    params[k] = JSON.typedParameter(name: k, value: v)
+                }
+                return ok(idx.index.searchSynonyms(params: .object(params)))
+            case .multiQuery:
+                return ok(try multiQuery(body, credentials))
+            case .getObjects:
+                return ok(try getObjects(body, credentials))
+            case .otherIndexCall(let name):
+                _ = try authorized(name, credentials)
+                return AlgoliaError.response(
+                    400,
+                    "index \(name) is a read-only offline index in this version: \(request.method) not supported"
+                )
+            case .listIndices, .other:
+                return AlgoliaError.response(404, "no local answer for \(request.method) \(request.path)")
+            }
+        } catch let error as SearchError {
+            return AlgoliaError.response(error.status, error.message)
+        } catch {
+            return AlgoliaError.response(400, "\(error)")
+        }
+    }
+
+    private func ok(_ json: JSON) -> HTTPResponse { .json(200, "").withBody(json.serializedBytes()) }
+
+    private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> Authorized {
+        guard let idx = catalog.lookup(name) else {
+            throw SearchError(status: 404, message: "Index \(name) does not exist")
+        }
+        guard let key = credentials.apiKey, credentials.appId != nil, !key.isEmpty,
+            access.admits(credentials, to: name, idx.access)
+        else {
+            throw SearchError(status: 403, message: "Invalid Application-ID or API key")
+        }
+        var restrictions = SecuredKey.restrictions(key) ?? JSONObject()
+        if let until = restrictions["validUntil"]?.intValue, Double(until) < Date().timeIntervalSince1970 {
+            throw SearchError(status: 403, message: "The validity of the secured API key has expired")
+        }
+        if let allowed = restrictions["restrictIndices"] {
+            let list = allowed.arrayValue?.compactMap(\.stringValue) ?? Self.list(allowed.stringValue ?? "")
+            guard list.contains(where: { SecuredKey.matches($0, name) }) else {
+                throw SearchError(status: 403, message: "Index not allowed with this API key")
+            }
+        }
+        for k in ["validUntil", "restrictIndices", "restrictSources", "userToken", "referers"] {
+            restrictions[k] = nil
+        }
+        guard let index = idx.index else {
+            throw SearchError(
+                status: 424, message: "upstream unavailable and no offline data for index \(name)")
+        }
+        return Authorized(index: index, restrictions: restrictions)
+    }
+
+    struct Authorized {
+        let index: SearchIndex
+        let restrictions: JSONObject
+
+        /// The request's parameters with the key's restrictions applied: its `filters` are ANDed with the
+        /// request's, its other parameters win.
+        func restrict(_ params: JSON) -> JSON {
+            guard !restrictions.isEmpty else { return params }
+            var merged = SearchIndex.mergedParameters(params)
+            for (key, value) in restrictions {
+                if key == "filters", let extra = value.stringValue, !extra.isEmpty {
+                    if let own = merged["filters"]?.stringValue, !own.isEmpty {
+                        merged["filters"] = .string("(\(own)) AND (\(extra))")
+                    } else {
+                        merged["filters"] = .string(extra)
+                    }
+                } else {
+                    merged[key] = value
+                }
+            }
+            return .object(merged)
+        }
+    }
+
+    private func queryParams(_ request: HTTPRequest) -> JSON {
+        var object = JSONObject()
+        for (name, value) in request.queryItems {
+            let lower = name.lowercased()
+            if lower == "x-algolia-application-id" || lower == "x-algolia-api-key"
+                || lower == "x-algolia-agent"
+            {
+                continue
+            }
+            object[name] = JSON.typedParameter(name: name, value: value)
+        }
+        return .object(object)
+    }
+
+    static func list(_ text: String) -> [String] {
+        if text.hasPrefix("["), let parsed = try? JSON.parse(text), let items = parsed.arrayValue {
+            return items.compactMap(\.stringValue)
+        }
+        return text.split(separator: ",").map { String($0) }
+    }
+
+    private func multiQuery(_ body: JSON, _ credentials: AlgoliaCredentials) throws -> JSON {
+        guard let requests = body["requests"]?.arrayValue else {
+            throw SearchError(status: 400, message: "Missing `requests` in multi-query body")
+        }
+        let stopIfEnough = body["strategy"]?.stringValue == "stopIfEnoughMatches"
+        var results: [JSON] = []
+        var enough = false
+        for item in requests {
+            guard let name = item["indexName"]?.stringValue else {
+                throw SearchError(status: 400, message: "Missing `indexName` in a multi-query request")
+            }
+            let idx = try authorized(name, credentials)
+            var params = item.objectValue ?? JSONObject()
+            params["indexName"] = nil
+            params["type"] = nil
+            if enough {
+                results.append(["index": .string(name), "processed": false, "hits": [], "nbHits": 0])
+                continue
+            }
+            if item["type"]?.stringValue == "facet", let facet = item["facet"]?.stringValue {
+                params["facet"] = nil
+                results.append(
+                    try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(.object(params))))
+                continue
+            }
+            var result = try idx.index.search(idx.restrict(.object(params)))
+            if case .object(var o) = result {
+                o["index"] = .string(name)
+                result = OriginTag.json(.object(o))
+            }
+            if stopIfEnough, let nbHits = result["nbHits"]?.intValue,
+                let hpp = result["hitsPerPage"]?.intValue,
+                nbHits >= hpp
+            {
+                enough = true
+            }
+            results.append(result)
+        }
+        return OriginTag.json(["results": .array(results)])
+    }
+
+    private func getObjects(_ body: JSON, _ credentials: AlgoliaCredentials) throws -> JSON {
+        guard let requests = body["requests"]?.arrayValue else {
+            throw SearchError(status: 400, message: "Missing `requests` in getObjects body")
+        }
+        var results: [JSON] = []
+        for item in requests {
+            guard let name = item["indexName"]?.stringValue, let id = item["objectID"]?.stringValue else {
+                throw SearchError(status: 400, message: "Each request needs `indexName` and `objectID`")
+            }
+            let idx = try authorized(name, credentials)
+            let attrs = item["attributesToRetrieve"]?.arrayValue?.compactMap(\.stringValue)
+            results.append(idx.index.getObject(id, attributesToRetrieve: attrs) ?? .null)
+        }
+        return OriginTag.json(["results": .array(results)])
+    }
+}
+
+extension HTTPResponse {
+    /// The same response with another fixed body.
+    func withBody(_ bytes: [UInt8]) -> HTTPResponse {
+        var r = self
+        r.body = .bytes(bytes)
+        return r
+    }
+}

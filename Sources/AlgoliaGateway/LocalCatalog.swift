@@ -1,0 +1,80 @@
+import SearchEngine
+
+/// One index answered locally and who may read it.
+public struct LocalIndex: Sendable {
+    /// Who may read an index answered locally.
+    public enum Access: Sendable, Equatable {
+        /// An offline index: the listed keys (`algolia.offlineIndices.NAME.apiKeys`), any key when nil.
+        case keys(Set<String>?)
+        /// A mirrored index: the gateway's own sync key (`algolia.apiKey`) and the keys the upstream has
+        /// accepted for this index before (``KeyMemory``), with the configured application ID.
+        case upstreamAccepted
+    }
+
+    /// The engine's index; nil when a mirrored index has no offline data yet.
+    public let index: SearchIndex?
+    /// Who may read it.
+    public let access: Access
+
+    /// Creates an entry.
+    public init(index: SearchIndex?, access: Access) {
+        self.index = index
+        self.access = access
+    }
+}
+
+/// Every index the gateway can answer locally, by name: the offline indices, then the mirrored ones (an
+/// offline index shadows a mirrored index of the same name).
+public struct LocalCatalog: Sendable {
+    /// The purely local indices.
+    public let offline: OfflineIndexRegistry
+    /// The mirrored indices, whose current version answers.
+    public let mirrors: [String: MirroredIndex]
+
+    /// Creates a catalog.
+    public init(offline: OfflineIndexRegistry, mirrors: [String: MirroredIndex]) {
+        self.offline = offline
+        self.mirrors = mirrors
+    }
+
+    /// The index named `name`, if it is answered locally.
+    public func lookup(_ name: String) -> LocalIndex? {
+        if let o = offline.lookup(name) { return o }
+        guard let m = mirrors[name] else { return nil }
+        return LocalIndex(index: m.current, access: .upstreamAccepted)
+    }
+
+    /// Whether `name` is an offline or a mirrored index.
+    public func contains(_ name: String) -> Bool { offline.lookup(name) != nil || mirrors[name] != nil }
+}
+
+/// Decides who may read an index answered locally: only callers the real service would have answered.
+public struct ReadAccess: Sendable {
+    /// `algolia.appId`: mirrored indices are read only with this application ID.
+    public let appId: String?
+    /// `algolia.apiKey`: the operator's own sync key, trusted for every mirrored index.
+    public let syncKey: String?
+    /// The keys the upstream accepted before.
+    public let keys: KeyMemory
+
+    /// Creates the policy.
+    public init(appId: String?, syncKey: String?, keys: KeyMemory) {
+        self.appId = appId
+        self.syncKey = syncKey
+        self.keys = keys
+    }
+
+    /// Whether `credentials` (with a non-empty key) may read `index`, whose access is `access`.
+    public func admits(_ credentials: AlgoliaCredentials, to index: String, _ access: LocalIndex.Access)
+        -> Bool
+    {
+        guard let key = credentials.apiKey else { return false }
+        switch access {
+        case .keys(let allowed):
+            return allowed?.contains(key) ?? true
+        case .upstreamAccepted:
+            guard let appId, credentials.appId == appId else { return false }
+            return key == syncKey || keys.isAccepted(appId: appId, index: index, key: key)
+        }
+    }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import GatewayConfig
+import GatewaySupport
+import JSONCore
+import SearchEngine
+import Synchronization
+
+/// One data selection query of a mirrored index: browse parameters and a cap.
+public struct DataSelection: Sendable, Hashable {
+    /// Browse parameters as a JSON object (`params` strings are parsed into it).
+    public var parameters: JSONObject
+    /// Stop after this many objects (one page of overshoot allowed).
+    public var maxObjects: Int
+
+    /// Creates a selection.
+    public init(parameters: JSONObject, maxObjects: Int) {
+        self.parameters = parameters
+        self.maxObjects = maxObjects
+    }
+}
+
+/// What a mirrored index needs to sync and answer (mapped from `algolia.indices.NAME`).
+public struct MirrorSettings: Sendable {
+    /// Index name.
+    public var name: String
+    /// Default strategy (a request may override it with `X-Mirrorgate-Strategy`).
+    public var strategy: RequestStrategy
+    /// `fallbackOnTimeout`: answer locally when the upstream has not answered within this.
+    public var offlineFallbackTimeout: Duration
+    /// `preventive`: delay before the local answer.
+    public var preventiveDelay: Duration
+    /// The data to mirror.
+    public var selections: [DataSelection]
+    /// `syncIfNeeded` threshold.
+    public var delayBetweenSyncs: Duration
+    /// Backoff after a failed sync.
+    public var retryInitial: Duration
+    /// Backoff cap.
+    public var retryMax: Duration
+
+    /// Creates settings.
+    public init(
+        name: String, strategy: RequestStrategy = .fallbackOnFailure,
+        offlineFallbackTimeout: Duration = .seconds(1),
+        preventiveDelay: Duration = .milliseconds(200), selections: [DataSelection] = [],
+        delayBetweenSyncs: Duration = .seconds(86400), retryInitial: Duration = .seconds(5),
+        retryMax: Duration = .seconds(900)
+    ) {
+        self.name = name
+        self.strategy = strategy
+        self.offlineFallbackTimeout = offlineFallbackTimeout
+        self.preventiveDelay = preventiveDelay
+        self.selections = selections
+        self.delayBetweenSyncs = delayBetweenSyncs
+        self.retryInitial = retryInitial
+        self.retryMax = retryMax
+    }
+
+    /// A stable fingerprint of the data selection (a change triggers a sync).
+    public var selectionFingerprint: String {
+        selections.map { "\($0.maxObjects):\(JSON.object($0.parameters).serialized())" }.joined(
+            separator: "\n")
+    }
+}
+
+/// Statistics of one successful sync.
+public struct SyncStats: Sendable {
+    /// Objects in the new mirror.
+    public var objects: Int
+    /// Browse pages fetched.
+    public var pages: Int
+    /// Time spent fetching.
+    public var fetchMs: Int
+    /// Time spent building and storing.
+    public var buildMs: Int
+    /// Whole duration.
+    public var durationMs: Int
+
+    /// Creates statistics.
+    public init(objects: Int, pages: Int, fetchMs: Int, buildMs: Int, durationMs: Int) {
+        self.objects = objects
+        self.pages = pages
+        self.fetchMs = fetchMs
+        self.buildMs = buildMs
+        self.durationMs = durationMs
+    }
+
+    /// The admin API's JSON.
+    public var json: JSON {
+        [
+            "objects": .int(Int64(objects)), "pages": .int(Int64(pages)), "fetchMs": .int(Int64(fetchMs)),
+            "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
+        ]
+    }
+}
+
+/// Why a sync failed.
+public struct SyncError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong (never contains keys).
+    public let description: String
+    /// Creates an error.
+    public init(description: String) { self.description = description }
+}
+
+/// A mirrored index: its current local version (answering while a new one is built), its sync state
+/// and statistics. At most one sync runs at a time.
+public final class MirroredIndex: Sendable {
+    /// Settings.
+    public let settings: MirrorSettings
+    private struct State {
+        var current: SearchIndex?
+        var syncing = false
+        var lastSuccessfulSyncAt: Date?
+        var lastError: String?
+        var lastStats: SyncStats?
+        var nextSyncAt: Date?
+        var failures = 0
+        var fingerprint: String?
+        var lastUsed: Date?
+    }
+    private let state: Mutex<State>
+
+    /// Creates the index with the version found at start (if any).
+    public init(
+        settings: MirrorSettings, current: SearchIndex?, lastSuccessfulSyncAt: Date?, fingerprint: String?
+    ) {
+        self.settings = settings
+        state = Mutex(
+            State(current: current, lastSuccessfulSyncAt: lastSuccessfulSyncAt, fingerprint: fingerprint))
+    }
+
+    /// The local version, if any.
+    public var current: SearchIndex? { state.withLock { $0.current } }
+
+    /// Notes a client request (for status and scheduling).
+    public func touch() { state.withLock { $0.lastUsed = Date() } }
+
+    /// Claims the right to sync; false while another sync runs.
+    public func beginSync() -> Bool {
+        state.withLock { s in
+            if s.syncing { return false }
+            s.syncing = true
+            return true
+        }
+    }
+
+    /// Whether a sync is running.
+    public var isSyncing: Bool { state.withLock { $0.syncing } }
+
+    /// Whether the last sync attempt failed.
+    public var lastRunFailed: Bool { state.withLock { $0.lastError != nil } }
+
+    /// Ends a sync with its result; schedules the next one.
+    public func endSync(_ result: Result<(SearchIndex, SyncStats), SyncError>) {
+        state.withLock { s in
+            s.syncing = false
+            switch result {
+            case .success(let (index, stats)):
+                s.current = index
+                s.lastStats = stats
+                s.lastSuccessfulSyncAt = Date()
+                s.lastError = nil
+                s.failures = 0
+                s.fingerprint = settings.selectionFingerprint
+                s.nextSyncAt = Date().addingTimeInterval(settings.delayBetweenSyncs.seconds)
+            case .failure(let error):
+                s.lastError = error.description
+                s.failures += 1
+                let backoff = min(
+                    settings.retryMax.seconds, settings.retryInitial.seconds * pow(2, Double(s.failures - 1)))
+                s.nextSyncAt = Date().addingTimeInterval(backoff * Double.random(in: 0.5...1.0))
+            }
+        }
+    }
+
+    /// Replaces the local version (manual build).
+    public func install(_ index: SearchIndex) { state.withLock { $0.current = index } }
+
+    /// Ends a manual build claimed with `beginSync`: installs `index` when it succeeded.
+    public func endBuild(_ index: SearchIndex?) {
+        state.withLock { s in
+            s.syncing = false
+            if let index { s.current = index }
+        }
+    }
+
+    /// `syncIfNeeded`: never synced, data selection changed, or `delayBetweenSyncs` elapsed (or the
+    /// retry time after a failure has come).
+    public func isSyncDue(now: Date = Date()) -> Bool {
+        state.withLock { s in
+            if s.syncing { return false }
+            if let next = s.nextSyncAt { return now >= next }
+            guard let last = s.lastSuccessfulSyncAt, s.current != nil else { return true }
+            if s.fingerprint != settings.selectionFingerprint { return true }
+            return now.timeIntervalSince(last) >= settings.delayBetweenSyncs.seconds
+        }
+    }
+
+    /// Status fields of SPEC §5.
+    public func status() -> JSON {
+        state.withLock { s in
+            var o = JSONObject()
+            o["mirrored"] = true
+            o["hasOfflineData"] = .bool(s.current != nil)
+            o["objects"] = .int(Int64(s.current?.objectCount ?? 0))
+            o["lastSuccessfulSyncAt"] = s.lastSuccessfulSyncAt.map { .string(rfc3339($0)) } ?? .null
+            o["nextSyncAt"] = s.nextSyncAt.map { .string(rfc3339($0)) } ?? .null
+            o["syncing"] = .bool(s.syncing)
+            o["lastError"] = s.lastError.map { .string($0) } ?? .null
+            o["lastSync"] = s.lastStats?.json ?? .null
+            return .object(o)
+        }
+    }
+}
+
+/// A date as RFC 3339 with milliseconds (`2026-11-22T05:00:00.000Z`), the format of every timestamp the
+/// gateway reports.
+public func rfc3339(_ date: Date) -> String {
+    Timestamps.rfc3339(secondsSince1970: date.timeIntervalSince1970)
+}

@@ -1,0 +1,125 @@
+import Foundation
+import GatewayConfig
+import JSONCore
+import Logging
+import SearchEngine
+import Synchronization
+import Upstream
+
+/// The purely local Algolia indices of `algolia.offlineIndices`. At start each is loaded from its stored
+/// version in `dataDir/search.sqlite`; an index with no stored version is built from its bootstrap files
+/// and stored, so later starts answer without reading the files again.
+public final class OfflineIndexRegistry: Sendable {
+    private let indices: Mutex<[String: LocalIndex]>
+
+    /// A registry of the given indices.
+    public init(_ indices: [String: LocalIndex] = [:]) { self.indices = Mutex(indices) }
+
+    /// The offline index named `name`.
+    public func lookup(_ name: String) -> LocalIndex? { indices.withLock { $0[name] } }
+
+    /// The names, sorted.
+    public var names: [String] { indices.withLock { $0.keys.sorted() } }
+
+    /// Builds every configured offline index that has a bootstrap. A missing or malformed file is a
+    /// start error naming the file.
+    public static func load(_ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger)
+        throws(AlgoliaSetupError) -> OfflineIndexRegistry
+    {
+        var built: [String: LocalIndex] = [:]
+        for (name, config) in configuration.algolia.offlineIndices.sorted(by: { $0.key < $1.key }) {
+            let start = ContinuousClock.now
+            let access = LocalIndex.Access.keys(config.apiKeys.map(Set.init))
+            var index: SearchIndex
+            let how: String
+            if let stored = try? store?.load(name: name) {
+                (index, how) = (stored, "offline index loaded")
+            } else {
+                let (settings, records) = try BootstrapFiles.read(config.bootstrap, configuration)
+                index = SearchIndex(name: name, settings: settings, records: records)
+                if let store, config.bootstrap != nil {
+                    do {
+                        index = try store.save(index)
+                    } catch {
+                        throw AlgoliaSetupError(description: "cannot store offline index \(name): \(error)")
+                    }
+                }
+                how = "offline index built from bootstrap"
+            }
+            built[name] = LocalIndex(index: index, access: access)
+            logger.info(
+                "\(how)",
+                metadata: [
+                    "index": "\(name)", "objects": "\(index.objectCount)",
+                    "ms": "\((ContinuousClock.now - start).milliseconds)",
+                ])
+        }
+        return OfflineIndexRegistry(built)
+    }
+}
+
+/// A configured Algolia index that cannot be prepared (a missing or malformed bootstrap file, a store that
+/// cannot be opened): the gateway does not start.
+public struct AlgoliaSetupError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, naming the file or index.
+    public let description: String
+}
+
+/// Reads the files of a `bootstrap:` (a settings object, object files that are arrays or browse answers).
+enum BootstrapFiles {
+    static func read(_ bootstrap: AlgoliaBootstrap?, _ configuration: MirrorgateConfiguration)
+        throws(AlgoliaSetupError) -> (JSON, [JSON])
+    {
+        var settings: JSON = .object(JSONObject())
+        var records: [JSON] = []
+        guard let bootstrap else { return (settings, records) }
+        if let file = bootstrap.settings {
+            settings = try readJSON(configuration.resolve(path: file))
+            if settings.objectValue == nil {
+                throw AlgoliaSetupError(description: "\(file): settings must be a JSON object")
+            }
+        }
+        for file in bootstrap.objects {
+            let json = try readJSON(configuration.resolve(path: file))
+            if let array = json.arrayValue {
+                records += array
+            } else if let hits = json["hits"]?.arrayValue {
+                records += hits
+            } else {
+                throw AlgoliaSetupError(
+                    description: "\(file): objects must be a JSON array or a browse response with `hits`")
+            }
+        }
+        return (settings, records)
+    }
+
+    static func readJSON(_ path: String) throws(AlgoliaSetupError) -> JSON {
+        switch JSONFile.read(path) {
+        case .success(let json): return json
+        case .failure(.unreadable): throw AlgoliaSetupError(description: "cannot read bootstrap file \(path)")
+        case .failure(.invalid(let error)):
+            throw AlgoliaSetupError(description: "bootstrap file \(path) is not valid JSON: \(error)")
+        }
+    }
+}
+
+/// A JSON file the gateway reads (bootstrap files, the files of a manual build).
+enum JSONFile {
+    /// Why a file gave no JSON.
+    enum Failure: Error {
+        /// It cannot be read (missing, unreadable, a directory).
+        case unreadable
+        /// It is not valid JSON.
+        case invalid(any Error)
+    }
+
+    /// The file's JSON.
+    static func read(_ path: String) -> Result<JSON, Failure> {
+        guard let data = FileManager.default.contents(atPath: path) else { return .failure(.unreadable) }
+        do {
+            return .success(try JSON.parse([UInt8](data)))
+        } catch {
+            return .failure(.invalid(error))
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import GatewayConfig
+import GatewaySupport
+import HTTPCore
+import JSONCore
+import Logging
+import ODataGateway
+import Upstream
+
+/// Builds one ``ODataService`` per configured OData service from its configuration, wires its events,
+/// EventLog entries and metrics, and answers the OData admin routes.
+enum ODataAssembly {
+    /// The service for `name`, its scheduler started.
+    static func make(
+        name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
+        client: UpstreamClient, pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+    ) throws -> ODataService {
+        let s = configuration.odata.services[name]!
+        let version: ODataVersion? =
+            switch s.version {
+            case .v2: .v2
+            case .v4: .v4
+            case .auto: nil
+            }
+        let settings = ODataServiceSettings(
+            name: name, mount: s.mount, upstream: s.upstream, version: version,
+            customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            urlSuffix: s.urlSuffix, timeout: s.timeout)
+        let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
+        var mirror = ODataMirrorSettings(
+            localFirst: s.routing == .localFirst,
+            definingRequests: s.definingRequests.map { .init(name: $0.name, query: $0.query) },
+            pageSize: s.pageSize,
+            bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
+            bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
+            interval: policy?.activeInterval ?? .seconds(3600),
+            databasePath: store.path)
+        mirror.storeEncryption = store.encryption
+        mirror.enableRepeatableRequests = s.enableRepeatableRequests
+        mirror.repeatabilityHeaders = s.repeatabilityHeaders
+        mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
+        mirror.uploadIfMatch = s.uploadIfMatch
+        mirror.uploadCredentials = s.uploadCredentials
+        mirror.enableIndividualErrorArchiveDeletion = s.enableIndividualErrorArchiveDeletion
+        let service: ODataService
+        do {
+            service = try ODataService(
+                settings: settings, mirrorSettings: mirror, loop: loop, client: client, pool: pool,
+                logger: Logger(label: "mirrorgate.odata"))
+        } catch {
+            throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
+        }
+        service.onDownload { [weak service] result in
+            switch result {
+            case .success(let stats): service?.queue.logEvent("Download", details: stats.json)
+            case .failure(let error):
+                service?.queue.logEvent("Download", details: ["error": .string(error.description)])
+            }
+            switch result {
+            case .success(let stats):
+                var details = stats.json.objectValue ?? JSONObject()
+                details["service"] = .string(name)
+                events("downloadDidFinish", .object(details))
+            case .failure(let error):
+                events("downloadDidFinish", ["service": .string(name), "error": .string(error.description)])
+            }
+        }
+        service.onUpload { [weak service] stats in
+            if let stats { service?.queue.logEvent("Upload", details: stats.json) }
+            if let stats {
+                var details = stats.json.objectValue ?? JSONObject()
+                details["service"] = .string(name)
+                events("uploadDidFinish", .object(details))
+            } else {
+                events("uploadDidStart", ["service": .string(name)])
+            }
+        }
+        ODataMetrics.observe(service, name: name)
+        service.start()
+        return service
+    }
+}
+
+extension Router {
+    /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
+    /// `{entitySets, durationMs}` (502 and `{message}` when it failed); 409 while one runs; 404 for an
+    /// unknown service.
+    func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/odata/services/"
+        let path = request.path
+        if !path.hasPrefix(prefix), odataArchiveService(request, out) { return }
+        if request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/upload") {
+            odataUpload(request, out)
+            return
+        }
+        guard request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/download") else {
+            out.respond(
+                errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
+            return
+        }
+        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
+        guard let service = odata.first(where: { $0.settings.name == name }) else {
+            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
+            wait ? waitedRun(out, json: \.json) : nil
+        let started = service.download(completion: completion)
+        guard started else {
+            out.respond(
+                errorResponse(409, "a download of \(name) is already running", target: request.target))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
+    /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
+    /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
+    func odataUpload(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/odata/services/"
+        let name = FormCodec.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
+        guard let service = odata.first(where: { $0.settings.name == name }) else {
+            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        if !wait, !service.reachability.isReachable {
+            out.respond(errorResponse(503, "the upstream of \(name) is unreachable", target: request.target))
+            return
+        }
+        var completion: (@Sendable (ODataUploadStats) -> Void)?
+        if wait {
+            let unreachable = errorResponse(
+                503, "the upstream of \(name) is unreachable", target: request.target)
+            completion = { stats in
+                if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
+                    out.respond(unreachable)
+                } else {
+                    out.respond(.json(200, stats.json.serialized()))
+                }
+            }
+        }
+        guard service.upload(completion: completion) else {
+            out.respond(errorResponse(409, "an upload of \(name) is already running", target: request.target))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `odata.services` of `/_mirrorgate/status`.
+    func odataStatus() -> JSON {
+        var services = JSONObject()
+        for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            services[s.settings.name] = s.status()
+        }
+        return ["services": .object(services)]
+    }
+}
