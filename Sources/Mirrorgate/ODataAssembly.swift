@@ -13,8 +13,8 @@ import Upstream
 enum ODataAssembly {
     /// The service for `name`, its runs registered with `replication`.
     static func make(
-        name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
-        pool: WorkerPool, replication: ReplicationScheduler,
+        name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
+        client: UpstreamClient, pool: WorkerPool, replication: ReplicationScheduler,
         events: @escaping @Sendable (String, JSON) -> Void
     ) throws -> ODataService {
         let s = configuration.odata.services[name]!
@@ -35,7 +35,8 @@ enum ODataAssembly {
             pageSize: s.pageSize,
             bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
-            databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+            databasePath: store.path)
+        mirror.storeEncryption = store.encryption
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability

@@ -83,7 +83,8 @@ public final class ODataService: Sendable {
         client: UpstreamClient, pool: WorkerPool, logger: Logger, replication: ReplicationScheduler? = nil,
         policy: String = "default"
     ) throws {
-        let mirror = try ODataMirror(path: mirrorSettings.databasePath)
+        let mirror = try ODataMirror(
+            path: mirrorSettings.databasePath, encryption: mirrorSettings.storeEncryption)
         if mirror.model == nil, let file = mirrorSettings.bootstrapMetadata,
             let bytes = FileManager.default.contents(atPath: file)
         {

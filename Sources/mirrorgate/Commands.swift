@@ -28,7 +28,8 @@ struct MirrorgateCommand: ParsableCommand {
             """,
         version: mirrorgateVersion,
         subcommands: [
-            Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Pause.self, Resume.self,
+            Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self, Pause.self,
+            Resume.self,
         ],
         defaultSubcommand: nil)
 
