@@ -116,6 +116,7 @@ public final class RunContext: Sendable {
     private let pausedCheck: @Sendable () -> Bool
     private let stopping: @Sendable () -> Bool
     private let report: @Sendable (JSON) -> Void
+    private let observed = Mutex<StopReason?>(nil)
 
     init(
         trigger: RunTrigger, resumed: Bool, budget: Duration, uptime: @escaping @Sendable () -> UInt64,
@@ -140,13 +141,25 @@ public final class RunContext: Sendable {
             stopping: { false }, report: { _ in })
     }
 
-    /// Why the run must stop now (nil: go on).
+    /// Why the run must stop now (nil: go on). The first reason seen is kept as ``firstStopReason``.
     public var stopReason: StopReason? {
-        if stopping() { return .shutdown }
-        if pausedCheck() { return .paused }
-        if budgetNanos > 0, uptime() &- startedNanos >= budgetNanos { return .budget }
-        return nil
+        let reason: StopReason? =
+            if stopping() {
+                .shutdown
+            } else if pausedCheck() {
+                .paused
+            } else if budgetNanos > 0, uptime() &- startedNanos >= budgetNanos {
+                .budget
+            } else {
+                nil
+            }
+        if let reason { observed.withLock { $0 = $0 ?? reason } }
+        return reason
     }
+
+    /// The reason the run was first told to stop (nil when ``stopReason`` never said so): why a run that
+    /// ended early stopped, even if the pause was lifted since.
+    public var firstStopReason: StopReason? { observed.withLock { $0 } }
 
     /// Whether the run must stop at this checkpoint.
     public var shouldStop: Bool { stopReason != nil }

@@ -443,6 +443,8 @@ public final class ReplicationScheduler: Sendable {
         let durationMs = Int(context.elapsed.seconds * 1000)
         let jitter = policy.config.jitter > .zero ? random(0...policy.config.jitter.seconds) : 0
         let factor = random(0.5...1.0)
+        // Read outside the lock: the context's checks take the scheduler's lock themselves.
+        let reason = context.firstStopReason ?? context.stopReason ?? .budget
         var event: (String, JSON)?
         let record = state.withLock { s -> ScheduleRecord? in
             guard var e = s.entries[id] else { return nil }
@@ -470,7 +472,6 @@ public final class ReplicationScheduler: Sendable {
                     Self.merge(details, ["durationMs": .int(Int64(durationMs)), "completed": true])
                 )
             case .stopped(let details):
-                let reason = context.stopReason ?? .budget
                 r.lastEnd = end
                 r.lastDurationMs = durationMs
                 r.failures = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import threading
 import time
 
@@ -58,8 +59,8 @@ class Events:
                     with self.lock:
                         self.items.append((name, json.loads(line[6:])))
                     name = None
-        except (OSError, ValueError, http.client.HTTPException):
-            return
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            return  # closed by close() (http.client drops its file object: AttributeError) or by the gateway
 
     def named(self, name: str, **match) -> list[dict]:
         with self.lock:
@@ -123,6 +124,17 @@ def local_search(gw, index: str = "products", query: str = "") -> dict:
     assert st == 200, body
     assert headers.get("x-mirrorgate-origin") == "local"
     return json.loads(body)
+
+
+def metric_samples(gw, name: str) -> list[tuple[dict, float]]:
+    """The samples of `name` on `GET /metrics`: (labels, value) for each line of that name."""
+    st, _, body = request("GET", gw.url("/metrics"), headers=gw.admin_headers())
+    assert st == 200, body
+    out = []
+    for m in re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$", body.decode(), re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        out.append((labels, float(m.group(2))))
+    return out
 
 
 def browse_calls(fake: FakeAlgolia, index: str = "products") -> list:
@@ -193,6 +205,7 @@ def test_a_window_around_now_runs_and_one_excluding_it_waits(gateway_factory, fa
     gw = gateway_factory(
         algolia_policy_config(fake_algolia.url, policies, {"products": "now", "archive": "later"})
     )
+    events = Events(gw)
     assert wait_for(lambda: index_status(gw)["hasOfflineData"], timeout=20)
     time.sleep(1)
     archive = index_status(gw, "archive")
@@ -206,6 +219,11 @@ def test_a_window_around_now_runs_and_one_excluding_it_waits(gateway_factory, fa
     assert st == 200, body
     assert json.loads(body)["objects"] == 4
     assert status(gw)["policies"]["later"]["window"] == policies["later"]["window"]
+    # Events: the archive's only run is the manual one; the products' scheduled run finished.
+    assert wait_for(lambda: events.named("runDidFinish", index="archive"), timeout=10)
+    assert [e["trigger"] for e in events.named("runDidStart", index="archive")] == ["manual"]
+    assert all(e["trigger"] != "manual" for e in events.named("runDidStart", index="products"))
+    events.close()
 
 
 def test_a_condition_that_says_no_then_yes(gateway_factory, fake_algolia, tmp_path):
@@ -228,11 +246,13 @@ def test_a_condition_that_says_no_then_yes(gateway_factory, fake_algolia, tmp_pa
     gw = gateway_factory(
         algolia_policy_config(fake_algolia.url, policies, {"products": "wifi", "slowcheck": "hanging"})
     )
+    events = Events(gw)
     assert wait_for(lambda: index_status(gw)["replication"]["waitingFor"] == "condition", timeout=10)
     assert index_status(gw)["replication"]["condition"] == "exit 1"
     time.sleep(1.5)  # asked again (retry.initial), still no
     assert index_status(gw)["hasOfflineData"] is False
     assert not browse_calls(fake_algolia)
+    assert not events.named("runDidStart", index="products")  # a refused run never starts
     assert gw.stderr().count("condition refuses the run") >= 2
     assert "link check" in gw.stderr()  # the command's output is logged
 
@@ -240,11 +260,15 @@ def test_a_condition_that_says_no_then_yes(gateway_factory, fake_algolia, tmp_pa
     assert wait_for(lambda: index_status(gw)["hasOfflineData"], timeout=10)
     assert index_status(gw)["replication"]["condition"] is None
     assert "condition allows the run" in gw.stderr()
+    assert wait_for(lambda: events.named("runDidFinish", index="products", completed=True), timeout=10)
+    assert len(events.named("runDidStart", index="products")) >= 1
 
     # A command that outlives its timeout is killed and counts as a no; the gateway is not held up.
     hanging = index_status(gw, "slowcheck")["replication"]
     assert hanging["waitingFor"] == "condition" and hanging["condition"] == "timed out", hanging
     assert index_status(gw, "slowcheck")["hasOfflineData"] is False
+    assert not events.named("runDidStart", index="slowcheck")
+    events.close()
 
 
 def test_a_budget_completes_a_large_sync_over_several_runs(gateway_factory, tmp_path):
@@ -333,6 +357,28 @@ def test_pause_and_resume(gateway_factory, tmp_path):
         assert out.returncode == 0, out.stderr
         assert wait_for(lambda: index_status(gw)["objects"] == 110, timeout=30)
         assert any(e["resumed"] for e in events.named("runDidStart", index="products"))
+
+        # Metrics: runs by outcome (the paused run counts as stopped), durations, data age, paused gauge.
+        runs = {
+            labels["outcome"]: v
+            for labels, v in metric_samples(gw, "mirrorgate_replication_runs_total")
+            if labels.get("mirror") == "algolia:products"
+        }
+        assert runs.get("completed", 0) >= 2 and runs.get("stopped", 0) >= 1, runs
+        ages = [
+            v
+            for labels, v in metric_samples(gw, "mirrorgate_mirror_data_age_seconds")
+            if labels.get("mirror") == "algolia:products"
+        ]
+        assert len(ages) == 1 and 0 <= ages[0] < 60, ages
+        paused = {labels["policy"]: v for labels, v in metric_samples(gw, "mirrorgate_replication_paused")}
+        assert paused.get("default") == 0, paused
+        durations = [
+            v
+            for labels, v in metric_samples(gw, "mirrorgate_replication_run_duration_seconds_count")
+            if labels.get("mirror") == "algolia:products"
+        ]
+        assert durations and durations[0] >= 3, durations
 
         # Unknown policies: 404 from the API, exit 2 from the command line.
         st, _, _ = request("POST", gw.url("/_mirrorgate/policies/nope/pause"))

@@ -62,7 +62,8 @@ final class PagedMirror: Sendable {
 final class Flag: Sendable {
     let value: Mutex<Bool>
     init(_ v: Bool) { value = Mutex(v) }
-    func withLock<T>(_ body: (inout Bool) -> T) -> T { value.withLock(body) }
+    var get: Bool { value.withLock { $0 } }
+    func set(_ v: Bool) { value.withLock { $0 = v } }
 }
 
 final class Harness: Sendable {
@@ -90,7 +91,7 @@ final class Harness: Sendable {
         scheduler.register(
             ReplicationJob(
                 api: .algolia, name: "products", policy: "p", lastSuccess: lastSuccess, usage: usage,
-                isReachable: { reachable.withLock { $0 } }, urgency: { .none }, run: { mirror.run($0) }))
+                isReachable: { reachable.get }, urgency: { .none }, run: { mirror.run($0) }))
         self.clock = clock
         self.events = events
         self.condition = condition
@@ -234,12 +235,12 @@ func basePolicy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> PolicyConfig
         h.clock.advance(.seconds(1))
         h.scheduler.tick()
         #expect(h.runs == 1)  // retry in 2 s
-        h.reachable.withLock { $0 = false }
+        h.reachable.set(false)
         h.clock.advance(.seconds(1))
         h.scheduler.tick()
         #expect(h.runs == 1)
         #expect(h.status["waitingFor"] == "unreachable")
-        h.reachable.withLock { $0 = true }
+        h.reachable.set(true)
         h.mirror.fail.withLock { $0 = false }
         h.scheduler.reachabilityChanged("algolia:products", reachable: true)
         h.scheduler.tick()
