@@ -13,6 +13,8 @@ public struct ODataDownloadStats: Sendable {
     public var entitySets: [String: Int]
     /// Wall time.
     public var durationMs: Int
+    /// The rows came from the bootstrap files: the upstream did not answer (not in ``json``).
+    public var fromBootstrap = false
     /// `{"entitySets": {NAME: rows}, "durationMs": N}`.
     public var json: JSON {
         var sets = JSONObject()
@@ -276,7 +278,7 @@ final class ODataDownloader: ODataServicePart {
             let stored = try mirror.replace(request: "bootstrap:" + set, query: set, rows: rows, links: links)
             for (k, v) in stored { total[k, default: 0] += v }
         }
-        return ODataDownloadStats(entitySets: total, durationMs: 0)
+        return ODataDownloadStats(entitySets: total, durationMs: 0, fromBootstrap: true)
     }
 
     /// The entity set and type a defining request reads.

@@ -37,6 +37,10 @@ extension ODataService {
             })
         switch pulled {
         case nil: return .busy
+        case .done(let stats)? where stats.fromBootstrap:
+            // The bootstrap files answer locally; the upstream still has to be downloaded: retried with
+            // the policy's backoff (and at once when the upstream becomes reachable).
+            return .failed("upstream unavailable: the bootstrap data answers until a download succeeds")
         case .done(let stats)?:
             details["pull"] = stats.json
             return .completed(.object(details))

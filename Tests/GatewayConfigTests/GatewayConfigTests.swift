@@ -620,10 +620,10 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
                 "odata.services.s.enableTransactionBuilder",
             ])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
-        #expect(found[0].line == 12)
+        #expect(found[0].line == 13)
         #expect(
             found[0].description.hasPrefix(
-                "t.yaml:12: odata.services.s.enableRequestQueueOptimization: not supported in this version"))
+                "t.yaml:13: odata.services.s.enableRequestQueueOptimization: not supported in this version"))
     }
 
     @Test func individualErrorArchiveDeletionIsSupported() throws {
@@ -733,8 +733,8 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
             """)
         #expect(
             found.map(\.keyPath) == [
-                "policies.p.window", "policies.p.condition.command", "policies.q.condition.timeout",
-                "policies.q.condition.command", "policies.q.jitter",
+                "policies.p.window", "policies.p.condition.command", "policies.q.condition.command",
+                "policies.q.condition.timeout", "policies.q.jitter",
             ])
         #expect(found[0].line == 3)
     }

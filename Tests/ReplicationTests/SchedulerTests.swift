@@ -153,6 +153,7 @@ func basePolicy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> PolicyConfig
         h.scheduler.tick()
         #expect(h.mirror.runs.withLock { $0.last?.1 } == true)  // resumed
         #expect(h.mirror.position.withLock { $0 } == 6)
+        h.usage.touch(at: h.clock.now)  // still in use (the active window is 10 s)
         h.clock.advance(.seconds(5))
         h.scheduler.tick()
         #expect(h.mirror.position.withLock { $0 } == 0)  // completed and reset
