@@ -107,7 +107,12 @@ public final class AlgoliaService: Sendable {
     /// Answers a request under `/1/` (CORS and the path check are the caller's).
     public func handle(_ request: HTTPRequest, _ out: any Responder) {
         let route = AlgoliaRoute.parse(method: request.method, path: request.path)
-        let names = route.indexNames(body: request.body)
+        let parts = route.parts(body: request.body)
+        if let refusal = AlgoliaLimits.refusal(route, parts: parts) {
+            out.respond(refusal)
+            return
+        }
+        let names = route.index.map { [$0] } ?? (parts ?? []).compactMap { $0["indexName"]?.stringValue }
         if !names.isEmpty && names.allSatisfy({ catalog.offline.lookup($0) != nil }) {
             strategies.paths.answerLocally(request, route, out)
             return
@@ -115,9 +120,13 @@ public final class AlgoliaService: Sendable {
         let mirrored = names.filter { catalog.mirrors[$0] != nil }
         for name in mirrored { catalog.mirrors[name]?.touch() }
         let allLocal = names.allSatisfy { catalog.contains($0) }
-        if !mirrored.isEmpty && route.isLocalRead && allLocal {
+        let isSplittable = route == .multiQuery || route == .getObjects
+        if isSplittable && names.contains(where: { catalog.offline.lookup($0) != nil }) {
+            // Offline parts are never forwarded (the upstream does not know them): answered per part.
+            strategies.split(request, route, out)
+        } else if !mirrored.isEmpty && route.isLocalRead && allLocal {
             strategies.run(request, route, mirrored: mirrored, out)
-        } else if (route == .multiQuery || route == .getObjects) && names.contains(where: catalog.contains) {
+        } else if isSplittable && names.contains(where: catalog.contains) {
             strategies.split(request, route, out)
         } else {
             strategies.paths.forward(request, out, mirrored: mirrored, tag: false, onUnavailable: nil)

@@ -44,7 +44,8 @@ struct SplitCall: Sendable {
         }
         let answerLocally: @Sendable ([Int]) -> Void = { indices in
             paths.pool.submit {
-                let response = paths.local.answer(subRequest(indices), route: route)
+                let response = paths.local.answer(
+                    subRequest(indices), route: route, isAbandoned: { out.isAbandoned })
                 merger.fill(indices, response: response, origin: "local")
             }
         }
