@@ -1,6 +1,7 @@
 import HTTPCore
 import JSONCore
 import SearchEngine
+import Synchronization
 
 /// Bounds on the work one call may ask for, so that no request keeps the worker pool or memory busy
 /// without end (issue 19, D10). The request limits are Algolia's own, with its error; whatever passes
@@ -41,4 +42,27 @@ public enum AlgoliaLimits {
         status: 400,
         message: "The answer would be larger than \(answerBytes >> 20) MiB: ask for fewer hits, attributes "
             + "or queries")
+}
+
+/// The search parameters that local answers did not apply, per index, as the engine reported them (each
+/// such answer also says so in its `message`): what `GET /_mirrorgate/status` lists beside the settings
+/// an index does not apply. At most 64 names per index are kept.
+public final class NotAppliedLog: Sendable {
+    private let names = Mutex<[String: Set<String>]>([:])
+
+    /// An empty log.
+    public init() {}
+
+    /// Notes that a local answer from `index` did not apply `parameters`.
+    public func record(_ index: String, _ parameters: [String]) {
+        guard !parameters.isEmpty else { return }
+        names.withLock { all in
+            var set = all[index, default: []]
+            for p in parameters where set.count < 64 { set.insert(p) }
+            all[index] = set
+        }
+    }
+
+    /// The parameters noted for `index`, sorted.
+    public func parameters(_ index: String) -> [String] { names.withLock { ($0[index] ?? []).sorted() } }
 }

@@ -14,6 +14,8 @@ public struct LocalAlgolia: Sendable {
     public let catalog: LocalCatalog
     /// Who may read them.
     public let access: ReadAccess
+    /// The search parameters local answers did not apply, per index.
+    public let notApplied = NotAppliedLog()
 
     /// Creates the responder over `catalog`, admitting callers by `access`.
     public init(catalog: LocalCatalog, access: ReadAccess) {
@@ -50,13 +52,17 @@ public struct LocalAlgolia: Sendable {
             case .search(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                let answer = try idx.index.searchSerialized(idx.restrict(params))
+                let restricted = idx.restrict(params)
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                let answer = try idx.index.searchSerialized(restricted)
                 if answer.count > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
                 return .json(200, "").withBody(OriginTag.tag(answer, origin: "local"))
             case .browse(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return ok(try idx.index.browse(idx.restrict(params), cursor: nil))
+                let restricted = idx.restrict(params)
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                return ok(try idx.index.browse(restricted, cursor: nil))
             case .getObject(let name, let objectID):
                 let idx = try authorized(name, credentials)
                 let attrs = request.queryValue("attributesToRetrieve").map(Self.list)
@@ -222,7 +228,9 @@ public struct LocalAlgolia: Sendable {
                 result = try idx.index.searchForFacetValues(
                     facet: facet, params: idx.restrict(.object(params)))
             } else {
-                var answer = try idx.index.search(idx.restrict(.object(params)))
+                let restricted = idx.restrict(.object(params))
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                var answer = try idx.index.search(restricted)
                 if case .object(var o) = answer {
                     o["index"] = .string(name)
                     answer = OriginTag.json(.object(o))

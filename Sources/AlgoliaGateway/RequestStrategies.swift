@@ -87,7 +87,7 @@ struct RequestStrategies: Sendable {
     /// Answers a read call whose indices are all local and of which `mirrored` (not empty) are mirrored,
     /// by the strategy of the request or of the first mirrored index.
     func run(_ request: HTTPRequest, _ route: AlgoliaRoute, mirrored: [String], _ out: any Responder) {
-        guard let first = catalog.mirrors[mirrored[0]]?.settings else { return }
+        guard let first = catalog.mirror(for: mirrored[0])?.settings else { return }
         let requested = Self.requested(request)
         let wantsStream =
             requested == .preventive || (request.headers["Accept"]?.contains("application/x-ndjson") ?? false)
