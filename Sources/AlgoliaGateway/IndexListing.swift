@@ -7,7 +7,7 @@ import SearchEngine
 /// (they exist only here; on the first page); while it is down, or when it fails, the local indices
 /// (offline, mirrored, and the mirrors' replicas) listed in Algolia's shape,
 /// `{"items":[{name, createdAt, updatedAt, entries, dataSize, fileSize, lastBuildTimeS,
-/// numberOfPendingTasks, pendingTask, primary?, replicas?}],"nbPages":1}`. Only the indices the caller's
+/// numberOfPendingTasks, pendingTask, primary?, replicas?, virtual?}],"nbPages":1}`. Only the indices the caller's
 /// key may read locally are listed.
 struct IndexListing: Sendable {
     let paths: AnswerPaths
@@ -62,17 +62,20 @@ struct IndexListing: Sendable {
             guard let entry = catalog.lookup(name), let index = entry.index,
                 paths.local.access.admits(credentials, to: name, entry.access)
             else { return nil }
+            var bytes = 0
+            index.forEachSerializedRecord { bytes += $0.count }
             var updatedAt = now
             if let info = try? store?.info(name: name) {
                 updatedAt = info.updatedAt.replacingOccurrences(of: "Z", with: ".000Z")
             }
             var item: JSONObject = [
                 "name": .string(name), "createdAt": .string(updatedAt), "updatedAt": .string(updatedAt),
-                "entries": .int(Int64(index.objectCount)), "dataSize": .int(Int64(index.recordBytes)),
-                "fileSize": .int(Int64(index.recordBytes)), "lastBuildTimeS": 0, "numberOfPendingTasks": 0,
+                "entries": .int(Int64(index.objectCount)), "dataSize": .int(Int64(bytes)),
+                "fileSize": .int(Int64(bytes)), "lastBuildTimeS": 0, "numberOfPendingTasks": 0,
                 "pendingTask": false,
             ]
             if let primary = index.settingsJSON["primary"]?.stringValue { item["primary"] = .string(primary) }
+            if index.isVirtualReplica { item["virtual"] = true }
             if let replicas = index.settingsJSON["replicas"], replicas.arrayValue?.isEmpty == false {
                 item["replicas"] = replicas
             }

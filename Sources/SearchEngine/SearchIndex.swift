@@ -151,9 +151,6 @@ public final class SearchIndex: Sendable {
     /// Number of records.
     public var objectCount: Int { data.count }
 
-    /// The size of the records in their stored (serialized) form, in bytes.
-    public var recordBytes: Int { data.recordBlob.count }
-
     /// The number of word forms in the compiled plural table of a language (en, fr, de, es), 0 for
     /// others (for benchmarks and status).
     public func pluralFormCount(language: String) -> Int { LanguageTables.plurals(language)?.count ?? 0 }
