@@ -10,6 +10,7 @@ of 1000 records and rules/search pages of 1000 rules. Every loop is bounded; pri
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -23,22 +24,14 @@ sys.path.insert(0, str(REPO / "Tests" / "EndToEnd"))
 from harness import Gateway, request  # noqa: E402
 from upstreams.fake_algolia import FakeAlgolia  # noqa: E402
 
+# The records of the fallback benchmark (same generator, same shape).
+_spec = importlib.util.spec_from_file_location("fallback_driver", REPO / "bench" / "fallback" / "driver.py")
+_fallback = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fallback)
+records, WORDS, BRANDS = _fallback.records, _fallback.WORDS, _fallback.BRANDS
+
 APP_ID = "BENCHAPP"
 API_KEY = "bench-key-0123456789"
-WORDS = ["phone", "tablet", "laptop", "watch", "camera", "speaker", "router", "screen", "cable", "charger"]
-BRANDS = ["Apple", "Samsung", "Nokia", "Fairphone", "Sony", "Lenovo", "Dell", "Asus"]
-
-
-def records(n: int) -> list[dict]:
-    return [
-        {
-            "objectID": f"p{i:06d}",
-            "name": f"{BRANDS[i % len(BRANDS)]} {WORDS[i % len(WORDS)]} model {i}",
-            "brand": BRANDS[i % len(BRANDS)],
-            "price": 10 + (i * 7) % 990,
-        }
-        for i in range(n)
-    ]
 
 
 def rules(n: int) -> list[dict]:
@@ -49,7 +42,7 @@ def rules(n: int) -> list[dict]:
             "description": f"merchandising rule {i}",
             "conditions": [{"pattern": f"{WORDS[i % len(WORDS)]} {i}", "anchoring": "contains"}],
             "consequence": {
-                "promote": [{"objectID": f"p{i % 1000:06d}", "position": 0}],
+                "promote": [{"objectID": f"p{i % 1000}", "position": 0}],
                 "params": {"filters": f"brand:{BRANDS[i % len(BRANDS)]}"},
                 "userData": {"campaign": f"c{i}", "banner": "x" * 64},
             },
