@@ -291,3 +291,18 @@ import Upstream
         #expect(books?["settings"] == [])
     }
 }
+
+/// The replicas a primary's settings name.
+@Suite struct ReplicaNameTests {
+    @Test func standardAndVirtualReplicasAreReadFromReplicasOrLegacySlaves() {
+        #expect(
+            ReplicaName.listed(in: ["replicas": ["a", "virtual(b)", " virtual( c ) ", "", "virtual()"]])
+                == [
+                    ReplicaName(name: "a", isVirtual: false), ReplicaName(name: "b", isVirtual: true),
+                    ReplicaName(name: "c", isVirtual: true),
+                ])
+        #expect(ReplicaName.listed(in: ["slaves": ["old"]]) == [ReplicaName(name: "old", isVirtual: false)])
+        #expect(ReplicaName.listed(in: ["replicas": []]).isEmpty)
+        #expect(ReplicaName.listed(in: .object(JSONObject())).isEmpty)
+    }
+}

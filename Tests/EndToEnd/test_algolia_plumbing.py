@@ -129,6 +129,26 @@ def test_more_than_fifty_queries_get_algolias_error(gateway_factory, upstream, t
     assert st == 400 and doc["message"].startswith("Too many objects"), doc
 
 
+def test_twenty_thousand_queries_are_refused_before_any_work_up_or_down(gateway_factory, upstream, tmp_path):
+    """The reported D10 case: 20,000 queries in one multi-query ran for 30 s and went on after the answer.
+    They are refused with Algolia's error before any query runs or is forwarded, while the upstream is up
+    and while it is down, and the gateway answers the next call."""
+    gw = gateway_factory(with_notes(mirrored_config(upstream.url), tmp_path))
+    sync(gw)
+    upstream.clear()
+    body = {"requests": [{"indexName": "products", "query": "phone", "hitsPerPage": 1000}] * 20_000}
+    st, _, doc = post(gw, "/1/indexes/*/queries", body, timeout=30)
+    assert st == 400 and doc == {"message": "Too many queries in multi query request", "status": 400}
+    assert upstream.requests("/1/indexes/*/queries") == []
+    upstream.stop()
+    for index in ("products", "notes"):
+        body = {"requests": [{"indexName": index, "query": ""}] * 20_000}
+        st, _, doc = post(gw, "/1/indexes/*/queries", body, timeout=30)
+        assert st == 400 and doc["message"] == "Too many queries in multi query request", (index, doc)
+    st, _, doc = post(gw, "/1/indexes/*/queries", {"requests": [{"indexName": "products", "query": "nokia"}]})
+    assert st == 200 and [h["objectID"] for h in doc["results"][0]["hits"]] == ["p2"], doc
+
+
 # -- secured keys on getObject(s) -----------------------------------------------------------------------------
 
 
