@@ -46,7 +46,9 @@ import Testing
         let strict = try index(strictness: 100).search(params)
         #expect(ids(strict) == ["b", "a"])
         #expect(strict["nbHits"] == 2)
-        #expect(strict["message"]?.stringValue?.contains("relevancyStrictness 100 (relevant sort approximated") == true)
+        #expect(
+            strict["message"]?.stringValue?.contains("relevancyStrictness 100 (relevant sort approximated")
+                == true)
         let loose = try index(strictness: 100).search(
             ["query": "red phone", "optionalWords": ["red"], "relevancyStrictness": 0])
         #expect(ids(loose) == ["c", "b", "a"])
@@ -68,7 +70,8 @@ import Testing
             name: "r", settings: ["attributesForFaceting": ["price"]], records: Self.records)
         let restrictions: JSONObject = ["filters": "price > 20"]
         #expect(try index.getObject("a", attributesToRetrieve: nil, restrictedBy: restrictions) == nil)
-        #expect(try index.getObject("b", attributesToRetrieve: nil, restrictedBy: restrictions)?["price"] == 30)
+        #expect(
+            try index.getObject("b", attributesToRetrieve: nil, restrictedBy: restrictions)?["price"] == 30)
         #expect(try index.getObject("zz", attributesToRetrieve: nil, restrictedBy: restrictions) == nil)
         let narrowed = try index.getObject(
             "b", attributesToRetrieve: ["price"], restrictedBy: ["attributesToRetrieve": ["name"]])
