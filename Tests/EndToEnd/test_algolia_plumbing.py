@@ -1,9 +1,10 @@
 """Algolia plumbing (issue 19's Algolia defects, issue 13's routing): a trickling upstream never yields a
 truncated 200 (D4); a preventive stream whose upstream fails before the delay carries the local answer
-first (D5); multi-query and getObjects are bounded with Algolia's own limits (D10); secured keys' filters
-hold for getObject(s) offline; `GET /1/indexes` lists local indices while the upstream is down and merges
-the offline ones in while it is up; a multi-query mixing mirrored and offline indices is answered per part
-while the upstream is up. Every upstream is the suite's FakeAlgolia on loopback."""
+first (D5); multi-query and getObjects are bounded with Algolia's own limits, 20,000 queries refused before
+any work (D10); secured keys' filters hold for getObject(s) offline; an offline index answers with its
+bootstrap synonyms and query rules; `GET /1/indexes` lists local indices while the upstream is down and
+merges the offline ones in while it is up; a multi-query mixing mirrored and offline indices is answered
+per part while the upstream is up. Every upstream is the suite's FakeAlgolia on loopback."""
 
 from __future__ import annotations
 
@@ -165,6 +166,39 @@ def test_secured_key_filters_hold_for_get_objects_offline(gateway_factory, upstr
     ).to_dict()
     assert res["results"][0] is None
     assert res["results"][1]["objectID"] == "n1"
+
+
+# -- synonyms and rules of an offline index (bootstrap files) --------------------------------------------
+
+
+def test_an_offline_index_answers_with_its_bootstrap_synonyms_and_rules(gateway_factory, upstream, tmp_path):
+    cfg = with_notes(mirrored_config(upstream.url), tmp_path)
+    synonyms = tmp_path / "notes-synonyms.json"
+    synonyms.write_text(json.dumps([{"objectID": "s1", "type": "synonym", "synonyms": ["memo", "note"]}]))
+    rule = {
+        "objectID": "hide-public",
+        "conditions": [{"pattern": "note", "anchoring": "is"}],
+        "consequence": {"hide": [{"objectID": "n1"}], "userData": {"banner": "private only"}},
+    }
+    rules = tmp_path / "notes-rules.json"
+    rules.write_text(json.dumps([rule]))
+    cfg["algolia"]["offlineIndices"]["notes"]["bootstrap"].update(synonyms=str(synonyms), rules=str(rules))
+    gw = gateway_factory(cfg)
+    st, _, doc = post(gw, "/1/indexes/notes/query", {"query": "memo"})
+    assert st == 200 and sorted(h["objectID"] for h in doc["hits"]) == ["n1", "n2"], doc
+    st, _, doc = post(gw, "/1/indexes/notes/query", {"query": "note"})
+    assert st == 200 and [h["objectID"] for h in doc["hits"]] == ["n2"], doc
+    assert doc["appliedRules"] == [{"objectID": "hide-public"}] and doc["userData"] == [{"banner": "private only"}]
+    st, _, doc = post(gw, "/1/indexes/notes/query", {"query": "note", "enableRules": False})
+    assert st == 200 and sorted(h["objectID"] for h in doc["hits"]) == ["n1", "n2"] and "appliedRules" not in doc
+    c = client_for(gw)
+    found = c.search_rules("notes", {"query": "note"}).to_dict()
+    assert [h["objectID"] for h in found["hits"]] == ["hide-public"] and found["nbHits"] == 1
+    assert c.get_rule("notes", "hide-public").to_dict()["consequence"]["hide"] == [{"objectID": "n1"}]
+    syn = c.search_synonyms("notes", {"query": "memo"}).to_dict()
+    assert [h["objectID"] for h in syn["hits"]] == ["s1"]
+    st, _, body = request("GET", gw.url("/1/indexes/notes/rules/nope"), headers=HEADERS)
+    assert st == 404 and json.loads(body)["status"] == 404
 
 
 # -- GET /1/indexes and mixed calls ----------------------------------------------------------------------------

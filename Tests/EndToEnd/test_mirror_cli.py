@@ -290,7 +290,8 @@ def test_build_command_takes_synonyms_and_rules(gateway_factory, tmp_path):
     work = tmp_path / "files"
     work.mkdir()
     (work / "a.json").write_text(json.dumps(BUILT))
-    (work / "synonyms.json").write_text(json.dumps([{"objectID": "s", "type": "synonym", "synonyms": ["crimson", "red"]}]))
+    synonym = {"objectID": "s", "type": "synonym", "synonyms": ["crimson", "red"]}
+    (work / "synonyms.json").write_text(json.dumps([synonym]))
     rule = {"objectID": "r", "conditions": [{"pattern": "blue", "anchoring": "is"}],
             "consequence": {"promote": [{"objectID": "m0", "position": 0}], "userData": {"promo": 1}}}
     (work / "rules.json").write_text(json.dumps([rule]))
