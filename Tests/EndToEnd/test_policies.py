@@ -306,8 +306,10 @@ def test_a_budget_completes_a_large_sync_over_several_runs(gateway_factory, tmp_
         assert len(calls) <= 220 // 5 + 3, len(calls)
         continued = [c for c in calls if (c.json() or {}).get("cursor")]
         assert len(continued) >= len(calls) - len(budget) - 3
-        done = events.named("runDidFinish", index="products")[-1]
-        assert done["completed"] is True and done["objects"] == 220
+        # The run's end is reported just after the new version answers.
+        assert wait_for(lambda: events.named("runDidFinish", index="products", objects=220), timeout=10)
+        done = events.named("runDidFinish", index="products", objects=220)[-1]
+        assert done["completed"] is True
         s = index_status(gw)["replication"]
         assert s["lastRunOutcome"] in ("completed", "budgetReached")
         events.close()
@@ -359,12 +361,16 @@ def test_pause_and_resume(gateway_factory, tmp_path):
         assert any(e["resumed"] for e in events.named("runDidStart", index="products"))
 
         # Metrics: runs by outcome (the paused run counts as stopped), durations, data age, paused gauge.
-        runs = {
-            labels["outcome"]: v
-            for labels, v in metric_samples(gw, "mirrorgate_replication_runs_total")
-            if labels.get("mirror") == "algolia:products"
-        }
-        assert runs.get("completed", 0) >= 2 and runs.get("stopped", 0) >= 1, runs
+        def runs_by_outcome() -> dict:
+            return {
+                labels["outcome"]: v
+                for labels, v in metric_samples(gw, "mirrorgate_replication_runs_total")
+                if labels.get("mirror") == "algolia:products"
+            }
+
+        # The run's end is counted just after the new version answers.
+        assert wait_for(lambda: runs_by_outcome().get("completed", 0) >= 2, timeout=10), runs_by_outcome()
+        assert runs_by_outcome().get("stopped", 0) >= 1, runs_by_outcome()
         ages = [
             v
             for labels, v in metric_samples(gw, "mirrorgate_mirror_data_age_seconds")
