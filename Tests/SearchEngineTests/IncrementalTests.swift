@@ -174,8 +174,8 @@ import Testing
             if round == 5 { write.settings = ["searchableAttributes": ["title", "body"]] }
             if round == 8 { write.rules = [["objectID": "r1", "consequence": ["promote": [["objectID": "o2", "position": 0]]]]] }
             let (next, change) = index.applying(write)
-            try store.write { tx in try tx.apply(change, to: next, expectedVersion: index.storeVersion) }
-            index = next
+            let version = try store.write { tx in try tx.apply(change, to: next, expectedVersion: index.storeVersion) }
+            index = next.stored(as: version)
         }
         let loaded = try #require(try store.load(name: "t"))
         #expect(loaded.objectCount == index.objectCount)
