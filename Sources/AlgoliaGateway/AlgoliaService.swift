@@ -53,7 +53,8 @@ public final class AlgoliaService: Sendable {
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
             pool: WorkerPool(threads: 4, name: "mg-local"), events: events,
             replay: HostsReplayTransport(
-                hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout, timeout: a.writeTimeout))
+                hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout,
+                timeout: a.writeTimeout))
     }
 
     /// The service over any upstream (tests script one); `fetcher` nil disables syncs, `replay` nil the
@@ -102,12 +103,15 @@ public final class AlgoliaService: Sendable {
         if let store {
             do {
                 let writer = try IndexWriter(store: store, registry: offline, mirrors: coordinator.mirrors)
-                let queued = configuration.algolia.indices.values.contains { $0.mirrored && $0.offlineWrites == .queue }
+                let queued = configuration.algolia.indices.values.contains {
+                    $0.mirrored && $0.offlineWrites == .queue
+                }
                 var queue: WriteQueue?
                 if queued {
                     let coordinator = self.coordinator
                     queue = try WriteQueue(
-                        pool: store.pool, tasks: writer.tasks, transport: replay, reachability: upstream?.reachability,
+                        pool: store.pool, tasks: writer.tasks, transport: replay,
+                        reachability: upstream?.reachability,
                         logger: logger,
                         onQueued: { coordinator.mirrors[$0]?.holdSyncs(true) },
                         onDrained: { name in
@@ -117,7 +121,8 @@ public final class AlgoliaService: Sendable {
                         })
                 }
                 writes = LocalWrites(
-                    writer: writer, queue: queue, configuration: configuration, upstream: upstream, keys: keys,
+                    writer: writer, queue: queue, configuration: configuration, upstream: upstream,
+                    keys: keys,
                     logger: logger)
             } catch {
                 throw AlgoliaSetupError(description: "cannot prepare the local write tables: \(error)")
@@ -193,7 +198,9 @@ public final class AlgoliaService: Sendable {
     /// is not a mirrored index.
     public func failedWrites(_ name: String) -> JSON? {
         guard coordinator.mirrors[name] != nil else { return nil }
-        return writes?.queue?.failedWrites(name) ?? ["index": .string(name), "pending": 0, "failedWrites": []]
+        return writes?.queue?.failedWrites(name) ?? [
+            "index": .string(name), "pending": 0, "failedWrites": [],
+        ]
     }
 
     /// What asking for a sync did.

@@ -68,7 +68,9 @@ public struct ReadAccess: Sendable {
 
     /// Whether the key of `credentials` has `acl` on an index whose access is `access` (mirrored
     /// indices: the upstream decides; a key it accepted reads).
-    public func allows(_ credentials: AlgoliaCredentials, _ acl: AlgoliaACL, _ access: LocalIndex.Access) -> Bool {
+    public func allows(_ credentials: AlgoliaCredentials, _ acl: AlgoliaACL, _ access: LocalIndex.Access)
+        -> Bool
+    {
         guard case .keys(let allowed?) = access, let key = credentials.apiKey else { return true }
         return allowed[key]?.contains(acl) ?? false
     }

@@ -85,29 +85,51 @@ struct LocalWrites: Sendable {
             return AlgoliaError.response(403, "Invalid Application-ID or API key")
         }
         for index in indices {
-            guard let allowed = registry.configuration(for: index)?.apiKeys ?? registry.lookup(index).flatMap({
-                if case .keys(let k) = $0.access { return k }
-                return nil
-            })
+            guard
+                let allowed = registry.configuration(for: index)?.apiKeys
+                    ?? registry.lookup(index).flatMap({
+                        if case .keys(let k) = $0.access { return k }
+                        return nil
+                    })
             else { continue }
-            guard let acls = allowed[key] else { return AlgoliaError.response(403, "Invalid Application-ID or API key") }
-            guard acls.contains(acl) else { return AlgoliaError.response(403, "Method not allowed with this API key") }
+            guard let acls = allowed[key] else {
+                return AlgoliaError.response(403, "Invalid Application-ID or API key")
+            }
+            guard acls.contains(acl) else {
+                return AlgoliaError.response(403, "Method not allowed with this API key")
+            }
         }
         return nil
     }
 
     // MARK: - Offline indices
 
-    private func offlineWrite(_ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, indices: [String]) {
+    private func offlineWrite(
+        _ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, indices: [String]
+    ) {
         var checked = indices
-        if case .operation = route, let destination = Self.destination(request.body) { checked.append(destination) }
-        if let refusal = authorize(request, checked, route.acl) {
-            out.respond(refusal)
-            return
+        if case .operation = route, let destination = Self.destination(request.body) {
+            checked.append(destination)
+        }
+        var acls: Set<AlgoliaACL> = [route.acl]
+        switch route {
+        case .batch, .multiBatch:
+            // Each action needs its own ACL (the body is small next to what the writer does with it).
+            if let body = try? JSON.parse(request.body) { acls = WritePlans.acls(ofBatch: body) }
+        default: break
+        }
+        for acl in acls.sorted(by: { $0.rawValue < $1.rawValue }) {
+            if let refusal = authorize(request, checked, acl) {
+                out.respond(local(refusal))
+                return
+            }
         }
         switch route {
         case .getSynonym(let index, let id):
-            guard let synonym = writer.current(index)?.synonyms.first(where: { WritePlans.objectID($0["objectID"]) == id })
+            guard
+                let synonym = writer.current(index)?.synonyms.first(where: {
+                    WritePlans.objectID($0["objectID"]) == id
+                })
             else {
                 out.respond(local(AlgoliaError.response(404, "Synonym set does not exist")))
                 return
@@ -160,7 +182,8 @@ struct LocalWrites: Sendable {
         case .multiBatch:
             return try multiBatchPlan(request, current: current)
         case .operation(let source):
-            return try operationPlan(request, source: source, current: current, isOffline: writer.registry.isOffline)
+            return try operationPlan(
+                request, source: source, current: current, isOffline: writer.registry.isOffline)
         default:
             let replicas = route.index.map { localReplicas($0, writer) } ?? []
             return try WritePlans.plan(route, request, current: current, replicas: replicas)
@@ -222,13 +245,16 @@ struct LocalWrites: Sendable {
         _ request: HTTPRequest, source: String, current: (String) -> SearchIndex?, isOffline: (String) -> Bool
     ) throws(AlgoliaError) -> WritePlan {
         let body = try WritePlans.object(WritePlans.parseBody(request), "The operation")
-        guard let operation = body["operation"]?.stringValue, operation == "copy" || operation == "move" else {
+        guard let operation = body["operation"]?.stringValue, operation == "copy" || operation == "move"
+        else {
             throw AlgoliaError(400, "operation must be copy or move")
         }
         guard let destination = body["destination"]?.stringValue, !destination.isEmpty else {
             throw AlgoliaError(400, "destination must be an index name")
         }
-        guard destination != source else { throw AlgoliaError(400, "Source and destination are the same index") }
+        guard destination != source else {
+            throw AlgoliaError(400, "Source and destination are the same index")
+        }
         guard isOffline(destination) else {
             throw AlgoliaError(
                 400,
@@ -237,7 +263,8 @@ struct LocalWrites: Sendable {
         }
         var scope: Set<String>?
         if let value = body["scope"], !value.isNull {
-            guard let list = value.arrayValue?.compactMap(\.stringValue), list.count == value.arrayValue?.count,
+            guard let list = value.arrayValue?.compactMap(\.stringValue),
+                list.count == value.arrayValue?.count,
                 list.allSatisfy({ ["settings", "synonyms", "rules"].contains($0) })
             else { throw AlgoliaError(400, "scope must be a list of settings, synonyms, rules") }
             scope = list.isEmpty ? nil : Set(list)
@@ -271,7 +298,11 @@ struct LocalWrites: Sendable {
             return
         }
         @Sendable func answer(_ published: Bool) -> HTTPResponse {
-            Self.local(.json(200, #"{"status":"\#(published ? "published" : "notPublished")","pendingTask":\#(!published)}"#))
+            Self.local(
+                .json(
+                    200,
+                    #"{"status":"\#(published ? "published" : "notPublished")","pendingTask":\#(!published)}"#
+                ))
         }
         switch state {
         case .published: out.respond(answer(true))
@@ -305,7 +336,9 @@ struct LocalWrites: Sendable {
 
     /// A write to a mirrored index with `offlineWrites: queue`: forwarded (false) while the upstream is
     /// believed reachable and nothing of this index waits; else applied to the mirror and queued.
-    private func queuedWrite(_ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, mirror: MirroredIndex)
+    private func queuedWrite(
+        _ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, mirror: MirroredIndex
+    )
         -> Bool
     {
         guard let queue else { return false }
@@ -323,12 +356,14 @@ struct LocalWrites: Sendable {
         default: break
         }
         let credentials = AlgoliaCredentials(request)
-        guard let appId = configuration.algolia.appId, credentials.appId == appId, let key = credentials.apiKey,
+        guard let appId = configuration.algolia.appId, credentials.appId == appId,
+            let key = credentials.apiKey,
             !key.isEmpty,
             key == configuration.algolia.apiKey || keys.isAccepted(appId: appId, index: index, key: key)
         else {
             return refuse(
-                "the write to \(index) was not queued: the upstream has not accepted this application ID and API key for it before")
+                "the write to \(index) was not queued: the upstream has not accepted this application ID and API key for it before"
+            )
         }
         guard mirror.current != nil else {
             return refuse("index \(index) has no offline data: the write cannot be applied locally")
@@ -351,8 +386,10 @@ struct LocalWrites: Sendable {
                     queue.queued(index)
                     response = plan.answer(ids)
                 } catch {
-                    logger.error("queued write not stored", metadata: ["index": "\(index)", "error": "\(error)"])
-                    response = AlgoliaError.response(unavailable, "upstream unavailable, and the write could not be queued")
+                    logger.error(
+                        "queued write not stored", metadata: ["index": "\(index)", "error": "\(error)"])
+                    response = AlgoliaError.response(
+                        unavailable, "upstream unavailable, and the write could not be queued")
                 }
             } catch {
                 response = error.response()
@@ -365,7 +402,8 @@ struct LocalWrites: Sendable {
     /// The request's path and query without credentials (they are stored apart and sent as headers).
     static func replayTarget(_ request: HTTPRequest) -> String {
         let kept = request.queryItems.filter { item in
-            !["x-algolia-application-id", "x-algolia-api-key", "x-algolia-agent"].contains(item.name.lowercased())
+            !["x-algolia-application-id", "x-algolia-api-key", "x-algolia-agent"].contains(
+                item.name.lowercased())
         }
         guard !kept.isEmpty else { return String(request.path) }
         return String(request.path) + "?"

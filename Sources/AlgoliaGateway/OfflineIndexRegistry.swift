@@ -60,7 +60,9 @@ public final class OfflineIndexRegistry: Sendable {
             if let stored = try? store?.load(name: name) {
                 (index, how) = (stored, "offline index loaded")
             } else if (try? store?.isDeleted(name: name)) == true {
-                logger.info("offline index deleted through the API: created again by its next write", metadata: ["index": "\(name)"])
+                logger.info(
+                    "offline index deleted through the API: created again by its next write",
+                    metadata: ["index": "\(name)"])
                 continue
             } else {
                 let (settings, records) = try BootstrapFiles.read(config.bootstrap, configuration)
@@ -83,7 +85,8 @@ public final class OfflineIndexRegistry: Sendable {
                 ])
         }
         // Indices created by writes under a pattern.
-        for name in (try? store?.indexNames()) ?? [] where built[name] == nil && algolia.indices[name] == nil {
+        for name in (try? store?.indexNames()) ?? [] where built[name] == nil && algolia.indices[name] == nil
+        {
             guard let config = algolia.offlineIndex(for: name), config.isPattern,
                 let index = try? store?.load(name: name)
             else { continue }

@@ -94,7 +94,10 @@ public final class TaskLog: Sendable {
         }
         try db.run(
             "INSERT INTO mg_algolia_tasks (id, index_name, state, created_at) VALUES (?, ?, ?, ?)",
-            [.integer(id), .text(index), .text(queued ? "queued" : "published"), .real(Date().timeIntervalSince1970)])
+            [
+                .integer(id), .text(index), .text(queued ? "queued" : "published"),
+                .real(Date().timeIntervalSince1970),
+            ])
         return id
     }
 
@@ -102,8 +105,10 @@ public final class TaskLog: Sendable {
     public func lookup(_ id: Int64) -> (index: String, state: State)? {
         guard id >= Self.firstID else { return nil }
         let row = try? pool.read { db in
-            try db.query("SELECT index_name, state, upstream_task FROM mg_algolia_tasks WHERE id = ?", [.integer(id)])
-                .first
+            try db.query(
+                "SELECT index_name, state, upstream_task FROM mg_algolia_tasks WHERE id = ?", [.integer(id)]
+            )
+            .first
         }
         guard let row, let index = row[0].string else { return nil }
         switch row[1].string {

@@ -130,11 +130,27 @@ enum WritePlans {
         }
     }
 
-    static func generatedID() -> String { UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "") }
+    static func generatedID() -> String {
+        UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    }
 
     static func flag(_ request: HTTPRequest, _ name: String, default value: Bool) -> Bool {
         guard let text = request.queryValue(name) else { return value }
         return text.lowercased() == "true" || text == "1"
+    }
+
+    /// The ACLs the actions of a batch need: `addObject` for additions and updates, `deleteObject` for
+    /// deletions, `deleteIndex` for `clear` and `delete`.
+    static func acls(ofBatch body: JSON) -> Set<AlgoliaACL> {
+        var out = Set<AlgoliaACL>()
+        for item in body["requests"]?.arrayValue ?? [] {
+            switch item["action"]?.stringValue {
+            case "deleteObject": out.insert(.deleteObject)
+            case "clear", "delete": out.insert(.deleteIndex)
+            default: out.insert(.addObject)
+            }
+        }
+        return out
     }
 
     static let actions: Set<String> = [
@@ -144,7 +160,9 @@ enum WritePlans {
 
     /// Applies one batch request to `evaluator`; the objectID it reports (nil for index actions), and
     /// the request as it must be replayed (with a generated objectID).
-    static func apply(_ item: JSON, to evaluator: inout BatchEvaluator) throws(AlgoliaError) -> (String?, JSON) {
+    static func apply(_ item: JSON, to evaluator: inout BatchEvaluator) throws(AlgoliaError) -> (
+        String?, JSON
+    ) {
         guard let action = item["action"]?.stringValue else {
             throw AlgoliaError(400, "Each batch request needs an `action`")
         }
@@ -208,7 +226,9 @@ enum WritePlans {
             plan.replayMethod = "PUT"
             plan.replayPath = "/1/indexes/\(FormCodec.percentEncode(name))/\(FormCodec.percentEncode(id))"
             plan.replayBody = JSON.object(o).serializedBytes()
-            plan.answer = { WriteAnswer.stamped("createdAt", task: $0[name]!, ["objectID": .string(id)], status: 201) }
+            plan.answer = {
+                WriteAnswer.stamped("createdAt", task: $0[name]!, ["objectID": .string(id)], status: 201)
+            }
         case .replaceObject(_, let id):
             evaluator.upsert(try object(body, "The record"), id: id)
             record(evaluator.finish())
@@ -250,11 +270,16 @@ enum WritePlans {
             let params = try object(body, "The deleteBy parameters")
             let merged = SearchIndex.mergedParameters(.object(params))
             let filters = [
-                "filters", "facetFilters", "numericFilters", "tagFilters", "aroundLatLng", "insideBoundingBox",
+                "filters", "facetFilters", "numericFilters", "tagFilters", "aroundLatLng",
+                "insideBoundingBox",
                 "insidePolygon",
             ]
-            guard filters.contains(where: { merged[$0] != nil && merged[$0] != .null && merged[$0] != "" }) else {
-                throw AlgoliaError(400, "deleteBy needs at least one filter (filters, facetFilters, numericFilters, tagFilters or a geo parameter)")
+            guard filters.contains(where: { merged[$0] != nil && merged[$0] != .null && merged[$0] != "" })
+            else {
+                throw AlgoliaError(
+                    400,
+                    "deleteBy needs at least one filter (filters, facetFilters, numericFilters, tagFilters or a geo parameter)"
+                )
             }
             if let base {
                 do {
@@ -279,7 +304,9 @@ enum WritePlans {
             var forwarded = given
             for key in ["replicas", "slaves", "primary"] { forwarded[key] = nil }
             var targets = [(name, given)]
-            if flag(request, "forwardToReplicas", default: false) { targets += replicas.map { ($0, forwarded) } }
+            if flag(request, "forwardToReplicas", default: false) {
+                targets += replicas.map { ($0, forwarded) }
+            }
             for (target, changes) in targets {
                 var settings = current(target)?.settingsJSON.objectValue ?? JSONObject()
                 for (key, value) in changes { settings[key] = value.isNull ? nil : value }
@@ -341,7 +368,9 @@ enum WritePlans {
                 }
                 for item in list {
                     let rule = try object(item, "Each rule")
-                    guard objectID(rule["objectID"]) != nil else { throw AlgoliaError(400, "Each rule needs an objectID") }
+                    guard objectID(rule["objectID"]) != nil else {
+                        throw AlgoliaError(400, "Each rule needs an objectID")
+                    }
                 }
                 let clear = flag(request, "clearExistingRules", default: false)
                 change = { rules in
@@ -386,7 +415,8 @@ enum WritePlans {
         guard let type = synonym["type"]?.stringValue, synonymTypes.contains(type.lowercased()) else {
             throw AlgoliaError(
                 400,
-                "A synonym needs a type: one of synonym, onewaysynonym, altcorrection1, altcorrection2, placeholder")
+                "A synonym needs a type: one of synonym, onewaysynonym, altcorrection1, altcorrection2, placeholder"
+            )
         }
     }
 }

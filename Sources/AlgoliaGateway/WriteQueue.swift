@@ -45,7 +45,8 @@ public struct HostsReplayTransport: WriteReplayTransport {
         var problem = "no Algolia write host configured"
         for host in hosts {
             var request = UpstreamRequest(
-                method: method, url: host.url + target, headers: headers, body: body, connectTimeout: connectTimeout,
+                method: method, url: host.url + target, headers: headers, body: body,
+                connectTimeout: connectTimeout,
                 timeout: timeout)
             request.idempotent = false
             do {
@@ -90,7 +91,8 @@ public final class WriteQueue: Sendable {
     private let onQueued: @Sendable (String) -> Void
 
     init(
-        pool: DatabasePool, tasks: TaskLog, transport: (any WriteReplayTransport)?, reachability: ReachabilityTracker?,
+        pool: DatabasePool, tasks: TaskLog, transport: (any WriteReplayTransport)?,
+        reachability: ReachabilityTracker?,
         logger: Logger, onQueued: @escaping @Sendable (String) -> Void,
         onDrained: @escaping @Sendable (String) -> Void
     ) throws {
@@ -137,7 +139,8 @@ public final class WriteQueue: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(entry.index), .integer(task), .text(entry.method), .text(entry.target), .blob(entry.body),
+                .text(entry.index), .integer(task), .text(entry.method), .text(entry.target),
+                .blob(entry.body),
                 .text(entry.appId), .text(entry.apiKey), .integer(entry.idempotent ? 1 : 0),
                 .real(Date().timeIntervalSince1970),
             ])
@@ -194,10 +197,12 @@ public final class WriteQueue: Sendable {
                 FROM mg_algolia_write_queue ORDER BY seq LIMIT 1
                 """)
         }
-        guard let row = rows?.first, let seq = row[0].int64, let index = row[1].string, let task = row[2].int64
+        guard let row = rows?.first, let seq = row[0].int64, let index = row[1].string,
+            let task = row[2].int64
         else { return nil }
         let entry = Entry(
-            index: index, method: row[3].string ?? "POST", target: row[4].string ?? "/", body: row[5].bytes ?? [],
+            index: index, method: row[3].string ?? "POST", target: row[4].string ?? "/",
+            body: row[5].bytes ?? [],
             appId: row[6].string ?? "", apiKey: row[7].string ?? "", idempotent: row[8].int64 == 1)
         return Row(seq: seq, entry: entry, task: task, queuedAt: row[9].double ?? 0)
     }
@@ -217,7 +222,8 @@ public final class WriteQueue: Sendable {
                 reachability?.reportSuccess()
                 let upstreamTask = (try? JSON.parse(body))?["taskID"]?.intValue.map(Int64.init)
                 finish(row) { db in try tasks.replayed(row.task, upstreamTask: upstreamTask, in: db) }
-                logger.info("queued write replayed", metadata: ["index": "\(e.index)", "status": "\(status)"])
+                logger.info(
+                    "queued write replayed", metadata: ["index": "\(e.index)", "status": "\(status)"])
             case .answered(429, _):
                 return
             case .answered(let status, let body):
@@ -272,7 +278,8 @@ public final class WriteQueue: Sendable {
                 """,
                 [
                     .text(e.index), .integer(row.task), .text(e.method), .text(e.target), .blob(e.body),
-                    .integer(Int64(status)), .text(message), .real(row.queuedAt), .real(Date().timeIntervalSince1970),
+                    .integer(Int64(status)), .text(message), .real(row.queuedAt),
+                    .real(Date().timeIntervalSince1970),
                 ])
             try tasks.publish(row.task, in: db)
         }
@@ -299,6 +306,9 @@ public final class WriteQueue: Sendable {
                 "failedAt": .string(Timestamps.rfc3339(secondsSince1970: row[7].double ?? 0)),
             ]
         }
-        return ["index": .string(index), "pending": .int(Int64(counts[index] ?? 0)), "failedWrites": .array(items)]
+        return [
+            "index": .string(index), "pending": .int(Int64(counts[index] ?? 0)),
+            "failedWrites": .array(items),
+        ]
     }
 }

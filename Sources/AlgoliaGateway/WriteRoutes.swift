@@ -60,8 +60,10 @@ enum WriteRoute: Equatable, Sendable {
             return method == "GET" && !id.isEmpty && !id.contains("/") ? .appTask(id: id) : nil
         }
         guard path.hasPrefix("/1/indexes/") else { return nil }
-        let parts = path.dropFirst("/1/indexes/".count).split(separator: "/", omittingEmptySubsequences: false)
-            .map { FormCodec.percentDecode($0) }
+        let parts = path.dropFirst("/1/indexes/".count).split(
+            separator: "/", omittingEmptySubsequences: false
+        )
+        .map { FormCodec.percentDecode($0) }
         guard let index = parts.first, !index.isEmpty, !parts.contains(where: \.isEmpty) else { return nil }
         if index == "*" { return method == "POST" && parts == ["*", "batch"] ? .multiBatch : nil }
         switch (method, parts.count) {
@@ -76,20 +78,24 @@ enum WriteRoute: Equatable, Sendable {
             default: return nil
             }
         case ("PUT", 2):
-            return parts[1] == "settings" ? .setSettings(index: index) : .replaceObject(index: index, objectID: parts[1])
+            return parts[1] == "settings"
+                ? .setSettings(index: index) : .replaceObject(index: index, objectID: parts[1])
         case ("DELETE", 2):
             return Self.reserved.contains(parts[1]) ? nil : .deleteObject(index: index, objectID: parts[1])
         case ("POST", 3) where parts[2] == "partial":
             return .partialUpdate(index: index, objectID: parts[1])
-        case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "batch": return .saveSynonyms(index: index)
-        case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "clear": return .clearSynonyms(index: index)
+        case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "batch":
+            return .saveSynonyms(index: index)
+        case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "clear":
+            return .clearSynonyms(index: index)
         case ("POST", 3) where parts[1] == "rules" && parts[2] == "batch": return .saveRules(index: index)
         case ("POST", 3) where parts[1] == "rules" && parts[2] == "clear": return .clearRules(index: index)
         case ("PUT", 3) where parts[1] == "synonyms": return .saveSynonym(index: index, id: parts[2])
         case ("DELETE", 3) where parts[1] == "synonyms": return .deleteSynonym(index: index, id: parts[2])
         case ("GET", 3) where parts[1] == "synonyms": return .getSynonym(index: index, id: parts[2])
         case ("PUT", 3) where parts[1] == "rules": return .saveRule(index: index, id: parts[2])
-        case ("GET", 3) where parts[1] == "rules" && parts[2] != "search": return .getRule(index: index, id: parts[2])
+        case ("GET", 3) where parts[1] == "rules" && parts[2] != "search":
+            return .getRule(index: index, id: parts[2])
         case ("DELETE", 3) where parts[1] == "rules": return .deleteRule(index: index, id: parts[2])
         case ("GET", 3) where parts[1] == "task": return .task(index: index, id: parts[2])
         default: return nil
@@ -105,7 +111,8 @@ enum WriteRoute: Equatable, Sendable {
         case .addObject(let i), .replaceObject(let i, _), .deleteObject(let i, _), .partialUpdate(let i, _),
             .batch(let i), .deleteBy(let i), .clear(let i), .deleteIndex(let i), .setSettings(let i),
             .saveSynonym(let i, _), .saveSynonyms(let i), .deleteSynonym(let i, _), .clearSynonyms(let i),
-            .getSynonym(let i, _), .getRule(let i, _), .saveRule(let i, _), .saveRules(let i), .deleteRule(let i, _),
+            .getSynonym(let i, _), .getRule(let i, _), .saveRule(let i, _), .saveRules(let i),
+            .deleteRule(let i, _),
             .clearRules(let i), .operation(let i), .task(let i, _):
             return i
         case .multiBatch, .appTask: return nil
@@ -164,7 +171,9 @@ enum WriteAnswer {
     static func json(_ status: Int, _ body: JSON) -> HTTPResponse { .json(status, body.serialized()) }
 
     /// `{"<stamp>": now, "taskID": id, …extra}`.
-    static func stamped(_ stamp: String, task: Int64, _ extra: JSONObject = [:], status: Int = 200) -> HTTPResponse {
+    static func stamped(_ stamp: String, task: Int64, _ extra: JSONObject = [:], status: Int = 200)
+        -> HTTPResponse
+    {
         var o: JSONObject = [stamp: .string(now()), "taskID": .int(task)]
         for (k, v) in extra { o[k] = v }
         return json(status, .object(o))

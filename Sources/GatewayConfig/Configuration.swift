@@ -192,7 +192,9 @@ public struct AlgoliaConfig: Sendable, Equatable {
     /// longest prefix that it matches.
     public func offlineIndex(for index: String) -> OfflineIndexConfig? {
         if let exact = offlineIndices[index], !exact.isPattern { return exact }
-        return offlineIndices.values.filter { $0.isPattern && $0.matches(index) }.max { $0.name.count < $1.name.count }
+        return offlineIndices.values.filter { $0.isPattern && $0.matches(index) }.max {
+            $0.name.count < $1.name.count
+        }
     }
 
     /// `hosts` if configured; else read `https://{appId}-dsn.algolia.net`, write

@@ -203,7 +203,9 @@ extension MirrorgateConfiguration {
                 add(p, "a pattern needs a prefix before '*' (e.g. catalog_tmp_*)")
             } else if index.isPattern {
                 if index.bootstrap != nil {
-                    add("\(p).bootstrap", near: [p], "a pattern names indices created by writes: no bootstrap")
+                    add(
+                        "\(p).bootstrap", near: [p], "a pattern names indices created by writes: no bootstrap"
+                    )
                 }
                 for other in algolia.indices.keys.sorted() where index.matches(other) {
                     add(p, "the pattern matches '\(other)' of algolia.indices")

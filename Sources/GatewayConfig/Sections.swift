@@ -323,7 +323,8 @@ extension ConfigReader {
             }
             return out
         case .scalar:
-            fail(path, node, "expected a list of keys or a mapping of keys to ACL lists, got \(node.typeName)")
+            fail(
+                path, node, "expected a list of keys or a mapping of keys to ACL lists, got \(node.typeName)")
             return nil
         }
     }

@@ -33,7 +33,9 @@ struct Builder {
         }
     }
 
-    static func makeSlot(_ path: String, rank: Int, unordered: Bool, settings: EngineSettings) -> AttributeSlot {
+    static func makeSlot(_ path: String, rank: Int, unordered: Bool, settings: EngineSettings)
+        -> AttributeSlot
+    {
         let top = String(path.split(separator: ".").first ?? Substring(path))
         return AttributeSlot(
             path: path, rank: rank, unordered: unordered,
@@ -90,7 +92,8 @@ struct Builder {
                     if parts.slotByPath[key] == nil {
                         parts.slotByPath[key] = parts.slots.count
                         // Algolia's default: every attribute at one priority, word position ranked.
-                        parts.slots.append(Self.makeSlot(key, rank: 0, unordered: false, settings: parts.settings))
+                        parts.slots.append(
+                            Self.makeSlot(key, rank: 0, unordered: false, settings: parts.settings))
                     }
                     indexValue(value, slot: parts.slotByPath[key]!)
                 }

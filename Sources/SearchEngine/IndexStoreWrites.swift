@@ -37,7 +37,9 @@ extension IndexStore {
             try database.scalar("SELECT active_version FROM se_indices WHERE name = ?", [.text(name)])?.int64
         }
 
-        private func newVersion(_ name: String, settings: JSON, synonyms: [JSON], rules: [JSON]) throws -> Int64 {
+        private func newVersion(_ name: String, settings: JSON, synonyms: [JSON], rules: [JSON]) throws
+            -> Int64
+        {
             try database.run(
                 "INSERT INTO se_versions (name, settings, synonyms, rules, complete) VALUES (?, ?, ?, ?, 1)",
                 [
@@ -45,7 +47,8 @@ extension IndexStore {
                     .text(JSON.array(rules).serialized()),
                 ])
             let id = database.lastInsertRowID
-            try database.execute("CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+            try database.execute(
+                "CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
             return id
         }
 
@@ -69,12 +72,16 @@ extension IndexStore {
         /// The active version must be `index.storeVersion`; an index without one is created (its
         /// settings, synonyms and rules from `index`). Returns the version written.
         @discardableResult
-        public func apply(_ change: StoredChange, to index: SearchIndex, expectedVersion: Int64?) throws -> Int64 {
+        public func apply(_ change: StoredChange, to index: SearchIndex, expectedVersion: Int64?) throws
+            -> Int64
+        {
             let name = index.name
             let current = try active(name)
             let id: Int64
             if let current {
-                guard expectedVersion == nil || expectedVersion == current else { throw VersionConflict(name: name) }
+                guard expectedVersion == nil || expectedVersion == current else {
+                    throw VersionConflict(name: name)
+                }
                 id = current
             } else {
                 guard expectedVersion == nil else { throw VersionConflict(name: name) }
@@ -92,7 +99,8 @@ extension IndexStore {
                 }
             }
             if !change.inserted.isEmpty {
-                let insert = try database.prepare("INSERT OR REPLACE INTO se_records_\(id) (seq, body) VALUES (?, ?)")
+                let insert = try database.prepare(
+                    "INSERT OR REPLACE INTO se_records_\(id) (seq, body) VALUES (?, ?)")
                 for record in change.inserted {
                     insert.reset()
                     try insert.bind([.integer(record.key), .blob(record.bytes)])
@@ -104,7 +112,8 @@ extension IndexStore {
                 [.integer(Int64(change.recordCount)), .integer(id)])
             if let settings = change.settings {
                 try database.run(
-                    "UPDATE se_versions SET settings = ? WHERE id = ?", [.text(settings.serialized()), .integer(id)])
+                    "UPDATE se_versions SET settings = ? WHERE id = ?",
+                    [.text(settings.serialized()), .integer(id)])
             }
             if let synonyms = change.synonyms {
                 try database.run(
@@ -133,18 +142,22 @@ extension IndexStore {
                 SELECT ?, settings, synonyms, rules, record_count, 1 FROM se_versions WHERE id = ?
                 """, [.text(destination), .integer(from)])
             let id = database.lastInsertRowID
-            try database.execute("CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
-            try database.execute("INSERT INTO se_records_\(id) (seq, body) SELECT seq, body FROM se_records_\(from)")
+            try database.execute(
+                "CREATE TABLE se_records_\(id) (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+            try database.execute(
+                "INSERT INTO se_records_\(id) (seq, body) SELECT seq, body FROM se_records_\(from)")
             try activate(destination, id)
             return id
         }
 
         /// Makes `source`'s active version `destination`'s (the destination's previous one is dropped)
-        /// and removes `source`. Returns the version, or nil when `source` has none (nothing changes).
+        /// and leaves `source` deleted (``isDeleted(name:)``). Returns the version, or nil when `source`
+        /// has none (nothing changes).
         public func move(from source: String, to destination: String) throws -> Int64? {
             guard let from = try active(source) else { return nil }
-            try database.run("UPDATE se_versions SET name = ? WHERE id = ?", [.text(destination), .integer(from)])
-            try database.run("DELETE FROM se_indices WHERE name = ?", [.text(source)])
+            try database.run(
+                "UPDATE se_versions SET name = ? WHERE id = ?", [.text(destination), .integer(from)])
+            try database.run("UPDATE se_indices SET active_version = NULL WHERE name = ?", [.text(source)])
             try activate(destination, from)
             return from
         }

@@ -63,7 +63,8 @@ extension SearchIndex {
     /// indexes the kept records again. Records keep their storage keys; added ones get new, larger keys,
     /// so that a reload in key order gives the same index.
     public func applying(_ write: IndexWrite) -> (index: SearchIndex, change: StoredChange) {
-        let newSettings = write.settings.map { $0.objectValue != nil ? $0 : .object(JSONObject()) } ?? settingsJSON
+        let newSettings =
+            write.settings.map { $0.objectValue != nil ? $0 : .object(JSONObject()) } ?? settingsJSON
         let newSynonyms = write.synonyms ?? synonyms
         let newRules = write.rules ?? rules
         let engine = EngineSettings(newSettings)
@@ -82,7 +83,8 @@ extension SearchIndex {
             let old = settingsJSON.objectValue ?? JSONObject()
             let new = newSettings.objectValue ?? JSONObject()
             let reindex =
-                Self.indexingSettings.contains { old[$0] != new[$0] } || placeholders != data.parts.placeholders
+                Self.indexingSettings.contains { old[$0] != new[$0] }
+                || placeholders != data.parts.placeholders
             if reindex {
                 data = IndexUpdate.rebuild(from: data.parts, settings: engine, placeholders: placeholders)
             } else if write.settings != nil {
@@ -93,7 +95,9 @@ extension SearchIndex {
         }
         if !write.deletes.isEmpty || !write.upserts.isEmpty {
             let keys = data.parts.storageKeys
-            for id in write.deletes { if let doc = data.docByID[id] { change.deletedKeys.append(keys[Int(doc)]) } }
+            for id in write.deletes {
+                if let doc = data.docByID[id] { change.deletedKeys.append(keys[Int(doc)]) }
+            }
             for record in write.upserts {
                 if let id = IndexUpdate.objectID(record), let doc = data.docByID[id] {
                     change.deletedKeys.append(keys[Int(doc)])

@@ -25,7 +25,9 @@ public enum PartialUpdate {
     /// `Decrement`, `Add` or `Remove`; `IncrementFrom`, `IncrementSet` and `AddUnique` are idempotent).
     public static func isIdempotent(_ body: JSONObject) -> Bool {
         for (_, value) in body {
-            if let op = value["_operation"]?.stringValue, ["Increment", "Decrement", "Add", "Remove"].contains(op) {
+            if let op = value["_operation"]?.stringValue,
+                ["Increment", "Decrement", "Add", "Remove"].contains(op)
+            {
                 return false
             }
         }
@@ -89,7 +91,8 @@ public enum PartialUpdate {
                 case nil: value = 0
                 case let c?:
                     guard let v = c.intValue else {
-                        throw SearchError(status: 400, message: "\(key): \(name) applies to an integer attribute")
+                        throw SearchError(
+                            status: 400, message: "\(key): \(name) applies to an integer attribute")
                     }
                     value = v
                 }

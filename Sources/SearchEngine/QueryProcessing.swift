@@ -259,7 +259,9 @@ func typoDistance(_ a: [UInt8], _ b: ArraySlice<UInt8>, maxTypos: Int) -> Int? {
 extension IndexData {
     /// Terms matching `word` in every segment: see ``TermSegment/matchTerms(_:prefix:maxTypos:segment:)``.
     func matchTerms(_ word: [UInt8], prefix: Bool, maxTypos: Int) -> [TermMatch] {
-        if segments.count == 1 { return segments[0].matchTerms(word, prefix: prefix, maxTypos: maxTypos, segment: 0) }
+        if segments.count == 1 {
+            return segments[0].matchTerms(word, prefix: prefix, maxTypos: maxTypos, segment: 0)
+        }
         var result: [TermMatch] = []
         for (s, segment) in segments.enumerated() {
             result += segment.matchTerms(word, prefix: prefix, maxTypos: maxTypos, segment: s)
@@ -319,7 +321,8 @@ extension TermSegment {
             let term = entry >> 4
             if term == last { continue }
             last = term
-            result.append(TermMatch(segment: segment, term: Int(term), typos: Int(entry & 15), nonExact: true))
+            result.append(
+                TermMatch(segment: segment, term: Int(term), typos: Int(entry & 15), nonExact: true))
         }
         return result
     }

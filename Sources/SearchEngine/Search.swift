@@ -99,30 +99,30 @@ extension IndexData {
                     segment.postOccs.withUnsafeBufferPointer { postOccs in
                         segment.postDocs.withUnsafeBufferPointer { postDocs in
                             for match in matches where match.segment == s {
-                            var i = Int(postStart[match.term])
-                            let end = Int(postStart[match.term + 1])
-                            while i < end {
-                                let occ = postOccs[i]
-                                let slotIndex = Int(occ >> 16)
-                                let slot = slotInfo[slotIndex]
-                                if slot.allowed && !(match.typos > 0 && slot.typoDisabled)
-                                    && !(match.nonExact && match.typos == 0 && slot.prefixDisabled)
-                                {
-                                    let pos = Int(occ & 0x7FFF)
-                                    let value = Packed.make(
-                                        typos: match.typos,
-                                        nonExact: match.nonExact || slot.exactDisabled,
-                                        rank: slot.rank, orderedPos: slot.unordered ? 0 : pos,
-                                        single: occ & 0x8000 != 0, pos: pos, slot: slotIndex)
-                                    let doc = Int(postDocs[i])
-                                    let current = dense[doc]
-                                    if value < current {
-                                        if current == Packed.absent { onNew(Int32(doc)) }
-                                        dense[doc] = value
+                                var i = Int(postStart[match.term])
+                                let end = Int(postStart[match.term + 1])
+                                while i < end {
+                                    let occ = postOccs[i]
+                                    let slotIndex = Int(occ >> 16)
+                                    let slot = slotInfo[slotIndex]
+                                    if slot.allowed && !(match.typos > 0 && slot.typoDisabled)
+                                        && !(match.nonExact && match.typos == 0 && slot.prefixDisabled)
+                                    {
+                                        let pos = Int(occ & 0x7FFF)
+                                        let value = Packed.make(
+                                            typos: match.typos,
+                                            nonExact: match.nonExact || slot.exactDisabled,
+                                            rank: slot.rank, orderedPos: slot.unordered ? 0 : pos,
+                                            single: occ & 0x8000 != 0, pos: pos, slot: slotIndex)
+                                        let doc = Int(postDocs[i])
+                                        let current = dense[doc]
+                                        if value < current {
+                                            if current == Packed.absent { onNew(Int32(doc)) }
+                                            dense[doc] = value
+                                        }
                                     }
+                                    i += 1
                                 }
-                                i += 1
-                            }
                             }
                         }
                     }

@@ -485,7 +485,8 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(keys.contains("algolia.offlineIndices.c*d"))
         #expect(keys.contains("algolia.offlineIndices.*"))
         #expect(keys.contains("algolia.offlineIndices.cat_*.bootstrap"))
-        #expect(found.contains { $0.keyPath == "algolia.offlineIndices.cat_*" && $0.message.contains("cat_one") })
+        #expect(
+            found.contains { $0.keyPath == "algolia.offlineIndices.cat_*" && $0.message.contains("cat_one") })
         #expect(keys.contains("algolia.offlineIndices.e.bogus"))
     }
 }

@@ -172,9 +172,15 @@ import Testing
             write.deletes = ["o\(round * 3)"]
             write.upserts = [gen.record(round * 3 + 1), gen.record(500 + round)]
             if round == 5 { write.settings = ["searchableAttributes": ["title", "body"]] }
-            if round == 8 { write.rules = [["objectID": "r1", "consequence": ["promote": [["objectID": "o2", "position": 0]]]]] }
+            if round == 8 {
+                write.rules = [
+                    ["objectID": "r1", "consequence": ["promote": [["objectID": "o2", "position": 0]]]]
+                ]
+            }
             let (next, change) = index.applying(write)
-            let version = try store.write { tx in try tx.apply(change, to: next, expectedVersion: index.storeVersion) }
+            let version = try store.write { tx in
+                try tx.apply(change, to: next, expectedVersion: index.storeVersion)
+            }
             index = next.stored(as: version)
         }
         let loaded = try #require(try store.load(name: "t"))

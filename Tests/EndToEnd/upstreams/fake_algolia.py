@@ -6,6 +6,7 @@ It implements just enough of Algolia's search API for the official Python client
     GET  /1/indexes/{i}?query=...        search (GET form)
     POST /1/indexes/*/queries            multi-search
     POST /1/indexes/{i}/batch            writes (addObject, updateObject, partialUpdateObject, deleteObject)
+    PUT|DELETE /1/indexes/{i}/{objectID} replace or delete one record
     GET  /1/indexes/{i}/task/{id}        always "published"
     GET  /1/indexes/{i}/settings         settings stored per index
     PUT  /1/indexes/{i}/settings         replace settings
@@ -27,8 +28,9 @@ requests through unchanged and relayed responses unchanged. Every JSON answer ca
 field ``"_upstream": <name>`` so a test can tell which upstream answered.
 
 Fault modes (attributes, changeable at run time): ``delay`` (seconds before answering),
-``fail_status`` (answer every /1/ request with that status and an Algolia error body), and
-``retry_after`` (sent with a 429).
+``fail_status`` (answer every /1/ request with that status and an Algolia error body),
+``retry_after`` (sent with a 429), and ``revoked_keys`` (API keys answered 403, as a key deleted in
+Algolia's dashboard would be).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class FakeAlgolia:
         self.delay = 0.0
         self.fail_status: int | None = None
         self.retry_after: str | None = None
+        self.revoked_keys: set[str] = set()
         self.lock = threading.Lock()
         self.records: list[Recorded] = []
         self.indices: dict[str, _Index] = {}
@@ -249,6 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
             if st == 429 and fake.retry_after is not None:
                 extra["Retry-After"] = fake.retry_after
             self._json(rec, st, {"message": f"fake failure {st}", "status": st}, extra)
+            return
+        if path.startswith("/1/") and rec.header("X-Algolia-API-Key") in fake.revoked_keys:
+            self._json(rec, 403, {"message": "Invalid Application-ID or API key", "status": 403})
             return
         try:
             status, payload = self._algolia(rec, path, query)
@@ -424,6 +430,14 @@ class _Handler(BaseHTTPRequestHandler):
         if rest == ["browse"] and m in ("POST", "GET"):
             params = _params_of(body or {}) if m == "POST" else qs
             return 200, self._browse(name, params)
+        if len(rest) == 1 and m == "PUT" and rest[0] != "settings":
+            with fake.lock:
+                idx.objects[rest[0]] = dict(body, objectID=rest[0])
+            return 200, {"taskID": fake.new_task(), "updatedAt": "2026-01-01T00:00:00.000Z", "objectID": rest[0]}
+        if len(rest) == 1 and m == "DELETE":
+            with fake.lock:
+                idx.objects.pop(rest[0], None)
+            return 200, {"taskID": fake.new_task(), "deletedAt": "2026-01-01T00:00:00.000Z"}
         if len(rest) == 1 and m == "GET":
             obj = idx.objects.get(rest[0])
             if obj is None:
