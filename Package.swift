@@ -110,6 +110,7 @@ let package = Package(
                 "Mirrorgate", "AlgoliaGateway", "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream",
                 "GatewayConfig", "JSONCore", "SearchEngine", .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [.copy("Resources/OData")],
             swiftSettings: strict),
         .executableTarget(
             name: "mirrorgate",
@@ -144,7 +145,9 @@ let package = Package(
         .testTarget(
             name: "ODataGatewayTests",
             dependencies: [
-                "ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPCore", "GatewaySupport", "Upstream",
+                "ODataGateway", "MirrorgateTesting", "ODataCore", "JSONCore", "Storage", "HTTPCore",
+                "GatewaySupport",
+                "Upstream",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -46,12 +46,12 @@ public final class Gateway: Sendable {
         } catch {
             throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
         }
-        var services: [ODataForwarder] = []
+        var services: [ODataService] = []
         let events = EventBus()
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         for name in configuration.odata.services.keys.sorted() {
             services.append(
-                try ODataServices.make(
+                try ODataAssembly.make(
                     name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
                     events: { events.publish($0, $1) }))
         }

@@ -48,10 +48,7 @@ extension Router {
         let rest = request.path.dropFirst(prefix.count)
         let name = String(rest.prefix { $0 != "/" })
         guard name != "services", !name.isEmpty,
-            let service = odata.first(where: {
-                $0.settings.name == FormCodec.percentDecode(Substring(name))
-            })?
-            .service
+            let service = odata.first(where: { $0.settings.name == FormCodec.percentDecode(Substring(name)) })
         else { return false }
         var path = rest.dropFirst(name.count)
         if path.hasPrefix("/") { path = path.dropFirst() }
@@ -63,6 +60,6 @@ extension Router {
 
     /// Refreshes the OData gauges before `/metrics` is rendered.
     func updateODataMetrics() {
-        for s in odata { if let service = s.service { ODataMetrics.update(service, name: s.settings.name) } }
+        for s in odata { ODataMetrics.update(s, name: s.settings.name) }
     }
 }

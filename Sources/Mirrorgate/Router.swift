@@ -14,7 +14,7 @@ import Upstream
 final class Router: HTTPHandler {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaService
-    let odata: [ODataForwarder]
+    let odata: [ODataService]
     let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
@@ -22,7 +22,7 @@ final class Router: HTTPHandler {
     private let startedAt = Date()
 
     init(
-        configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataForwarder],
+        configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataService],
         events: EventBus, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
@@ -38,7 +38,7 @@ final class Router: HTTPHandler {
         algolia.stop()
         for s in odata {
             s.reachability.stop()
-            s.service?.stop()
+            s.stop()
         }
     }
 
@@ -46,7 +46,7 @@ final class Router: HTTPHandler {
 
     enum Route {
         case algolia
-        case odata(ODataForwarder)
+        case odata(ODataService)
         case admin
         case metrics
         case none
@@ -83,7 +83,7 @@ final class Router: HTTPHandler {
         case .algolia:
             return algolia.errorResponse(status, message)
         case .odata(let service):
-            return ODataError.response(
+            return ODataServiceError.response(
                 status,
                 code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
                 message,

@@ -39,6 +39,7 @@ import wrkout  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))  # seconds per wrk / raw-SQLite run
+CPU_WRITES = int(os.environ.get("CPU_WRITES", "0"))  # > 0: also the gateway's CPU per acknowledged write
 APPENDS = int(os.environ.get("APPENDS", "1000"))  # transactions per kind per round in (b)
 UPLOADS = int(os.environ.get("UPLOADS", "300"))  # queued creates per round in (c)
 MG_BIN = os.environ["MIRRORGATE_BIN"]
@@ -246,6 +247,19 @@ def main() -> None:
             res.update(round=r, target=target, other=cpu.other)
             rows_a.append(res)
             print(json.dumps(res), file=sys.stderr)
+    if CPU_WRITES > 0:
+        # The gateway's own CPU time per acknowledged write over CPU_WRITES POSTs on one kept-alive
+        # connection (utime + stime of its threads): unlike latencies, a busy disk or CPU moves it little.
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        before = _pid_jiffies(gw.pid)
+        for _ in range(CPU_WRITES):
+            c.request("POST", "/odata/bench/Items", body=BODY.encode(), headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            assert r.status == 201, r.status
+        c.close()
+        print(f"gateway CPU per acknowledged write: {(_pid_jiffies(gw.pid) - before) / HZ / CPU_WRITES * 1e6:.1f} µs"
+              f" ({CPU_WRITES} POSTs, one connection)")
     pending = status(port, "bench")["pendingRequests"]
     gw.terminate()
     gw.wait(timeout=15)

@@ -7,14 +7,14 @@ import Logging
 import ODataGateway
 import Upstream
 
-/// Builds one ``ODataService`` (mirror, routing, downloads) per configured OData service on top of its
-/// forwarder, and answers the OData admin routes.
-enum ODataServices {
-    /// The forwarder and mirrored service for `name`; the service's scheduler is started.
+/// Builds one ``ODataService`` per configured OData service from its configuration, wires its events,
+/// EventLog entries and metrics, and answers the OData admin routes.
+enum ODataAssembly {
+    /// The service for `name`, its scheduler started.
     static func make(
         name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
         pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
-    ) throws -> ODataForwarder {
+    ) throws -> ODataService {
         let s = configuration.odata.services[name]!
         let version: ODataVersion? =
             switch s.version {
@@ -27,8 +27,6 @@ enum ODataServices {
             customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             urlSuffix: s.urlSuffix, timeout: s.timeout)
-        let forwarder = ODataForwarder(
-            settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
         let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
         var mirror = ODataMirrorSettings(
             localFirst: s.routing == .localFirst,
@@ -47,7 +45,7 @@ enum ODataServices {
         let service: ODataService
         do {
             service = try ODataService(
-                forwarder: forwarder, settings: mirror, client: client, pool: pool,
+                settings: settings, mirrorSettings: mirror, loop: loop, client: client, pool: pool,
                 logger: Logger(label: "mirrorgate.odata"))
         } catch {
             throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
@@ -79,7 +77,7 @@ enum ODataServices {
         }
         ODataMetrics.observe(service, name: name)
         service.start()
-        return forwarder
+        return service
     }
 }
 
@@ -101,7 +99,7 @@ extension Router {
             return
         }
         let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
-        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
+        guard let service = odata.first(where: { $0.settings.name == name }) else {
             out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
             return
         }
@@ -123,12 +121,12 @@ extension Router {
     func odataUpload(_ request: HTTPRequest, _ out: any Responder) {
         let prefix = "/_mirrorgate/odata/services/"
         let name = FormCodec.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
-        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
+        guard let service = odata.first(where: { $0.settings.name == name }) else {
             out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
             return
         }
         let wait = request.queryValue("wait") == "true"
-        if !wait, !service.forwarder.reachability.isReachable {
+        if !wait, !service.reachability.isReachable {
             out.respond(errorResponse(503, "the upstream of \(name) is unreachable", target: request.target))
             return
         }
@@ -155,8 +153,7 @@ extension Router {
     func odataStatus() -> JSON {
         var services = JSONObject()
         for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
-            services[s.settings.name] =
-                s.service?.status() ?? ["reachable": .bool(s.reachability.isReachable)]
+            services[s.settings.name] = s.status()
         }
         return ["services": .object(services)]
     }
