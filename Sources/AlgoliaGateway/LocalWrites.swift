@@ -37,7 +37,7 @@ struct LocalWrites: Sendable {
             let id = Int64(text)
             if registry.isOffline(index) || id.flatMap({ writer.tasks.lookup($0) }) != nil {
                 guard let id else {
-                    out.respond(AlgoliaError.response(400, "Invalid taskID \(text): expected an integer"))
+                    out.respond(local(AlgoliaError.response(400, "Invalid taskID \(text): expected an integer")))
                     return true
                 }
                 task(id, request, out)
@@ -50,8 +50,9 @@ struct LocalWrites: Sendable {
             if offline.isEmpty { return false }
             guard offline.count == names.count else {
                 out.respond(
-                    AlgoliaError.response(
-                        400, "A batch on several indices may not mix offline indices and upstream indices"))
+                    local(
+                        AlgoliaError.response(
+                            400, "A batch on several indices may not mix offline indices and upstream indices")))
                 return true
             }
             offlineWrite(route, request, out, indices: Array(Set(names)).sorted())

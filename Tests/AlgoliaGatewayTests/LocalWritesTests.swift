@@ -131,7 +131,7 @@ import Upstream
         defer { dir.remove() }
         var configuration = try AlgoliaFixtures.configuration(in: dir)
         configuration.algolia.indices["products"]?.offlineWrites = .queue
-        let upstream = ScriptedAlgoliaUpstream(always: .ok(["taskID": 77]))
+        let upstream = ScriptedAlgoliaUpstream(always: ScriptedAlgoliaUpstream.ok(["taskID": 77]))
         upstream.markDown()
         let transport = ScriptedReplay()
         let store = try IndexStore(directory: dir.path)

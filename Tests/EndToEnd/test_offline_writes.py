@@ -349,6 +349,7 @@ def test_writes_survive_restarts_and_deletion_sticks(gateway_factory, tmp_path):
     r = c.delete_index("products")
     c.wait_for_task("products", r.task_id)
     assert gw.terminate()[0] == 0
+    gw.expect_exit = 0
     gw2 = gateway_factory(cfg, name="gw2")
     c = client_for(gw2)
     assert search(c, "products_tmp_7", {"query": "kept"}).nb_hits == 1
