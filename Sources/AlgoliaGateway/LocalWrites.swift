@@ -37,7 +37,8 @@ struct LocalWrites: Sendable {
             let id = Int64(text)
             if registry.isOffline(index) || id.flatMap({ writer.tasks.lookup($0) }) != nil {
                 guard let id else {
-                    out.respond(local(AlgoliaError.response(400, "Invalid taskID \(text): expected an integer")))
+                    out.respond(
+                        local(AlgoliaError.response(400, "Invalid taskID \(text): expected an integer")))
                     return true
                 }
                 task(id, request, out)
@@ -52,7 +53,8 @@ struct LocalWrites: Sendable {
                 out.respond(
                     local(
                         AlgoliaError.response(
-                            400, "A batch on several indices may not mix offline indices and upstream indices")))
+                            400, "A batch on several indices may not mix offline indices and upstream indices"
+                        )))
                 return true
             }
             offlineWrite(route, request, out, indices: Array(Set(names)).sorted())
@@ -115,8 +117,12 @@ struct LocalWrites: Sendable {
         var acls: Set<AlgoliaACL> = [route.acl]
         switch route {
         case .batch, .multiBatch:
-            // Each action needs its own ACL (the body is small next to what the writer does with it).
-            if let body = try? JSON.parse(request.body) { acls = WritePlans.acls(ofBatch: body) }
+            // Each action needs its own ACL (the body is small next to what the writer does with it); a
+            // batch without actions still needs a known key with the route's ACL.
+            if let body = try? JSON.parse(request.body) {
+                let perAction = WritePlans.acls(ofBatch: body)
+                if !perAction.isEmpty { acls = perAction }
+            }
         default: break
         }
         for acl in acls.sorted(by: { $0.rawValue < $1.rawValue }) {

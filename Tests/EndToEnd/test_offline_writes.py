@@ -154,8 +154,9 @@ def test_partial_updates_and_every_built_in_operation(gw):
     st, _, body = raw(gw, "POST", "/1/indexes/products/none/partial?createIfNotExists=false", {"a": 1})
     assert st == 200 and isinstance(body["taskID"], int)
     assert raw(gw, "GET", "/1/indexes/products/none")[0] == 404
-    # A numeric filter sees the incremented value.
-    assert ids(search(c, "products", {"filters": "price = 17"})) == {"p2"}
+    # A numeric filter sees the incremented value (p7's price is 17 from the start) and no longer the old one.
+    assert ids(search(c, "products", {"filters": "price = 17"})) == {"p2", "p7"}
+    assert ids(search(c, "products", {"filters": "price = 12"})) == set()
 
 
 def test_delete_objects_delete_by_and_clear(gw):
