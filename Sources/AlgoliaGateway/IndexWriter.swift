@@ -106,7 +106,7 @@ final class IndexWriter: Sendable {
         }
         for (name, index) in working {
             if let mirror = mirrors[name], registry.lookup(name) == nil {
-                if let index { mirror.install(index) }
+                if let index { mirror.installPrimary(index) }
             } else if let index {
                 registry.install(index)
             } else {

@@ -157,7 +157,7 @@ extension AlgoliaRoute {
     var acl: AlgoliaACL {
         switch self {
         case .browse: .browse
-        case .getSettings, .synonymSearch: .settings
+        case .getSettings, .synonymSearch, .ruleSearch, .getRule: .settings
         case .listIndices: .listIndexes
         case .search, .multiQuery, .getObject, .getObjects, .facetSearch, .otherIndexCall, .other: .search
         }

@@ -114,7 +114,8 @@ extension SearchIndex {
         change.recordCount = data.liveCount
         let index = SearchIndex(
             name: name, settings: newSettings, synonyms: newSynonyms, rules: newRules, data: data,
-            generation: Self.nextGeneration(generation), storeVersion: storeVersion)
+            generation: Self.nextGeneration(generation), storeVersion: storeVersion,
+            relevantSort: relevantSort)
         return (index, change)
     }
 
@@ -136,14 +137,15 @@ extension SearchIndex {
     public func renamed(_ newName: String, storeVersion version: Int64?) -> SearchIndex {
         SearchIndex(
             name: newName, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
-            generation: Self.nextGeneration(generation), storeVersion: version)
+            generation: Self.nextGeneration(generation), storeVersion: version,
+            relevantSort: relevantSort)
     }
 
     /// This index with another store version (after the store saved it).
     public func stored(as version: Int64?) -> SearchIndex {
         SearchIndex(
             name: name, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
-            generation: generation, storeVersion: version)
+            generation: generation, storeVersion: version, relevantSort: relevantSort)
     }
 
     /// The objectIDs of every record matching `params` (`query`, `filters`, `facetFilters`,

@@ -25,6 +25,8 @@ public final class SearchIndex: Sendable {
     /// false, listed by ``searchRules(params:)``.
     public let rules: [JSON]
     let ruleSet: RuleSet
+    /// A virtual replica's relevant sort (see ``asVirtualReplica()``).
+    let relevantSort: Bool
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
     /// record's position).
@@ -44,6 +46,7 @@ public final class SearchIndex: Sendable {
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
         storeVersion = nil
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -77,6 +80,7 @@ public final class SearchIndex: Sendable {
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
         storeVersion = nil
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -106,6 +110,7 @@ public final class SearchIndex: Sendable {
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
         storeVersion = nil
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -135,8 +140,9 @@ public final class SearchIndex: Sendable {
 
     init(
         name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], data: IndexData,
-        generation: String, storeVersion: Int64? = nil
+        generation: String, storeVersion: Int64? = nil, relevantSort: Bool = false
     ) {
+        self.relevantSort = relevantSort
         self.name = name
         settingsJSON = settings
         self.synonyms = synonyms
@@ -158,10 +164,26 @@ public final class SearchIndex: Sendable {
     /// The index settings the local engine does not apply (each local answer names them in its
     /// `message`; `mirrorgate status` can list them).
     public var ignoredSettings: [String] {
-        ParameterAudit.ignored(settingsJSON.objectValue ?? JSONObject(), settings: true).map {
-            "setting " + $0
-        }
+        var settings = settingsJSON.objectValue ?? JSONObject()
+        if relevantSort { settings["relevancyStrictness"] = nil }
+        return ParameterAudit.ignored(settings, settings: true).map { "setting " + $0 }
     }
+
+    /// The same index (records, settings, synonyms and rules shared) answering as one of Algolia's
+    /// virtual replicas: relevant sort. A search ranks the matches by the ranking formula without the
+    /// custom criterion, keeps the most relevant ones (`relevancyStrictness`, 100 by default), and
+    /// orders those by the index's `customRanking` (then by relevance). Exact when `relevancyStrictness`
+    /// is 0 (every match, sorted by `customRanking`) and for queries without words; otherwise Algolia's
+    /// own relevance threshold is not public, and the answer's `message` says the selection was
+    /// approximated (see ``search(_:)``).
+    public func asVirtualReplica() -> SearchIndex {
+        SearchIndex(
+            name: name, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
+            generation: generation, relevantSort: true)
+    }
+
+    /// Whether this index answers as a virtual replica (``asVirtualReplica()``).
+    public var isVirtualReplica: Bool { relevantSort }
 
     /// All records in index order (parsed from the compact stored form on each call).
     public var records: [JSON] { data.liveDocs.map { data.record($0) } }
