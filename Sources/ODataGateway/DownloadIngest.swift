@@ -25,6 +25,13 @@ extension ODataDownloader {
         var properties: [(String, RawJSON)] = []
         var expanded: [(String, [[(String, RawJSON)]])] = []
         var etag: String?
+        // The entity's own type when the upstream names one deriving from the expected type.
+        var wireType: String?
+        for (name, value) in object {
+            if name == "__metadata" { wireType = value["type"]?.string }
+            if name == "@odata.type" || name == "@type" { wireType = value.string }
+        }
+        let type = m.wireType(wireType, base: type) ?? type
         for (name, value) in object {
             if name == "__metadata" {
                 etag = value["etag"]?.string
@@ -56,7 +63,7 @@ extension ODataDownloader {
             }
             properties.append((name, value))
         }
-        rows[set, default: []].append(MirrorEntity(properties: properties, etag: etag))
+        rows[set, default: []].append(MirrorEntity(properties: properties, etag: etag, type: type))
         for (name, related) in expanded {
             links += ODataMirror.linkRecords(
                 model: m, set: set, properties: properties, navigation: name, related: related)

@@ -408,7 +408,9 @@ struct ODataOfflineWriter: ODataServicePart {
         queued: inout QueuedRequest
     ) throws -> LocalWriteOutcome {
         guard let existing = try w.entity(layout, key: key) else {
-            throw ODataServiceError(404, "NotFound", "no such entity")
+            // Outside what the mirror holds: see ``acceptUnknown(_:layout:method:key:members:queued:)``.
+            return try acceptUnknown(
+                w, layout: layout, method: method, key: key, members: members, queued: &queued)
         }
         let current = existing.etag
         if let given = clientIfMatch, given != Self.noIfMatch {
@@ -443,6 +445,31 @@ struct ODataOfflineWriter: ODataServicePart {
         let etag = current == nil ? nil : Self.mintETag()
         try w.update(layout, key: key, members: properties, etag: etag)
         return LocalWriteOutcome(status: 204, createdKey: nil, etag: etag)
+    }
+
+    /// The rule for writes to an entity the mirror does not hold (SAP's offline store does the same for
+    /// requests outside its defining requests): when a defining request reads the whole entity set, the
+    /// entity did not exist upstream at the last download either, and the answer is the upstream's, 404;
+    /// otherwise the write is accepted and queued like any other (the upstream decides at upload), and is
+    /// readable afterwards: an update stores the key and the given properties as a local row (a `PUT`
+    /// its whole body), a delete removes nothing. The queued request carries no ETag of the mirror's
+    /// (`uploadIfMatch` decides, as for a write without one).
+    func acceptUnknown(
+        _ w: MirrorWriter, layout: MirrorSetLayout, method: String, key: ODataKey,
+        members: [(String, RawJSON)],
+        queued: inout QueuedRequest
+    ) throws -> LocalWriteOutcome {
+        if try w.holdsWholeSet(layout.set.name) {
+            throw ODataServiceError(404, "NotFound", "no such entity")
+        }
+        if queued.ifMatch == nil { queued.ifMatch = uploadIfMatch(mirrorETag: nil) }
+        if method == "DELETE" { return LocalWriteOutcome(status: 204, createdKey: nil) }
+        var properties = members
+        for kv in key.values where !properties.contains(where: { $0.0 == kv.name }) {
+            properties.append((kv.name, kv.value.jsonValue))
+        }
+        try w.insert(layout, members: properties, etag: nil)
+        return LocalWriteOutcome(status: 204, createdKey: nil)
     }
 
     /// `clientIfMatch` of an internal change that carries no precondition of a client (a link change's
