@@ -23,7 +23,7 @@ struct LocalScope {
 }
 
 /// One entity read from the mirror, with the entities expanded inside it.
-struct LocalEntry {
+struct LocalEntry: Sendable {
     var set: String
     var entityType: String
     var properties: [(String, RawJSON)]
@@ -41,7 +41,7 @@ struct LocalEntry {
 }
 
 /// What an expanded navigation holds.
-enum LocalExpansion {
+enum LocalExpansion: Sendable {
     case many([LocalEntry], count: Int?)
     case one(LocalEntry?)
 }
@@ -178,7 +178,12 @@ struct LocalQueryPlanner {
                 }
                 // Navigation from an entity that does not exist is 404 (as upstreams answer), not empty.
                 if s.single, try !exists(s) { throw ODataServiceError(404, "NotFound", "no such entity") }
-                guard let nav = m.mapping.navigation(name, from: s.layout.entityType) else {
+                if let contained = m.layouts[s.layout.set.name + "/" + name] {
+                    scope = try containedScope(contained, from: s)
+                    navigationSet = contained.set.name
+                    continue
+                }
+                guard let nav = m.mapping.navigation(name, from: s.entityType) else {
                     guard let link = m.links[s.layout.set.name]?[name] else {
                         throw ODataServiceError(
                             501, "NotImplemented",
@@ -280,6 +285,53 @@ struct LocalQueryPlanner {
         }
         return .collection(
             result.entries, total: total, next: next, set: setName, options: options, context: context)
+    }
+
+    /// The rows of `layout` whose columns equal the bound values.
+    static func equalScope(_ layout: MirrorSetLayout, _ bound: [(String, SQLBinding)], single: Bool)
+        -> LocalScope
+    {
+        LocalScope(
+            layout: layout,
+            condition: { a in
+                var f = SQLFragment("1")
+                for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
+                return f
+            }, single: single)
+    }
+
+    /// The entities `contained` (a `Set/Nav` table) holds for the rows of `source`; 501 when no defining
+    /// request downloaded them (`$expand=Nav`), since the mirror cannot tell that there are none.
+    func containedScope(_ contained: MirrorSetLayout, from source: LocalScope) throws(ODataServiceError)
+        -> LocalScope
+    {
+        guard let container = contained.container else {
+            throw ODataServiceError(500, "InternalError", "no container")
+        }
+        let downloaded = try self.sql {
+            try db.scalar(
+                #"SELECT 1 FROM "_mg_scope" WHERE entitySet = ? LIMIT 1"#, [.text(contained.set.name)])
+        }
+        let written = try self.sql {
+            try db.scalar("SELECT 1 FROM \(q(contained.set.name)) LIMIT 1")
+        }
+        if downloaded == nil, written == nil {
+            throw ODataServiceError(
+                501, "NotImplemented",
+                "the entities '\(container.navigation)' contains were not downloaded (a defining request with "
+                    + "$expand=\(container.navigation) records them)")
+        }
+        let previous = source.condition
+        let sourceTable = source.layout.set.name
+        let inner = "c\(contained.set.name.count)"
+        let parentColumns = container.parentKey
+        return LocalScope(
+            layout: contained,
+            condition: { a in
+                "(" + parentColumns.map { "\(q(a)).\(q($0.name))" }.joined(separator: ", ") + ") IN (SELECT "
+                    + parentColumns.map { "\(q(inner)).\(q($0.path[0]))" }.joined(separator: ", ")
+                    + " FROM \(q(sourceTable)) AS \(q(inner)) WHERE " + previous(inner) + ")"
+            }, single: !container.isCollection)
     }
 
     /// The page size the upstream used for `set` when it was downloaded (nil: it did not page).
@@ -508,25 +560,26 @@ struct LocalQueryPlanner {
             }
             guard let nav = m.model.navigationProperty(named: first, in: entry.entityType) else { continue }
             let scope: LocalScope
-            if let mapping = m.mapping.navigation(first, from: entry.entityType) {
+            if let contained = m.layouts[entry.set + "/" + first], let container = contained.container {
+                let row = entry.row
+                _ = try containedScope(
+                    contained,
+                    from: LocalScope(layout: contained, condition: { _ in SQLFragment("1") }, single: false))
+                scope = Self.equalScope(
+                    contained, container.parentKey.map { ($0.name, SQLBinding(row[$0.path[0]] ?? .null)) },
+                    single: !nav.isCollection)
+            } else if let mapping = m.mapping.navigation(first, from: entry.entityType) {
                 let sourceSet = m.layouts[entry.set]?.set
                 let targetSet = sourceSet.flatMap {
                     m.model.targetEntitySet(from: $0, navigation: first, on: entry.entityType)
                 }?
                 .name
                 let target = try layout(forSet: targetSet ?? mapping.table, type: nav.target)
-                var parts: [(String, SQLValue)] = []
-                for j in mapping.joins {
-                    parts.append((j.targetColumn, entry.row[j.sourceColumn] ?? .null))
-                }
-                let bound = parts.map { ($0.0, SQLBinding($0.1)) }
-                scope = LocalScope(
-                    layout: target,
-                    condition: { a in
-                        var f = SQLFragment("1")
-                        for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
-                        return f
-                    }, single: !nav.isCollection)
+                let row = entry.row
+                scope = Self.equalScope(
+                    target,
+                    mapping.joins.map { ($0.targetColumn, SQLBinding(row[$0.sourceColumn] ?? .null)) },
+                    single: !nav.isCollection)
             } else if let link = m.links[entry.set]?[first] {
                 scope = try linkScope(link, fromRow: entry.row)
             } else {

@@ -189,9 +189,10 @@ public struct ODataLocalReader: Sendable {
                     throw ODataServiceError(
                         406, "NotAcceptable", "only JSON is served for this OData V4 service")
                 }
-                throw ODataServiceError(501, "NotImplemented", "Atom/XML is not answered locally yet")
             }
-            if let f = options.format?.lowercased(), !f.hasPrefix("json"), !f.hasPrefix("application/json") {
+            if !request.atom, let f = options.format?.lowercased(), !f.hasPrefix("json"),
+                !f.hasPrefix("application/json")
+            {
                 throw ODataServiceError(501, "NotImplemented", "only $format=json is answered locally")
             }
         }
@@ -200,7 +201,13 @@ public struct ODataLocalReader: Sendable {
         do {
             return try mirror.pool.read { db throws(ODataServiceError) in
                 var planner = LocalQueryPlanner(db: db, model: m, request: request)
-                return serializer.render(try planner.plan(path: path, options: options))
+                let result = try planner.plan(path: path, options: options)
+                if request.atom,
+                    let atom = ODataAtomSerializer(model: m, root: request.serviceRoot).render(result)
+                {
+                    return atom
+                }
+                return serializer.render(result)
             }
         } catch let e as ODataServiceError {
             throw e

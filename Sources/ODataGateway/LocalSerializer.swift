@@ -109,11 +109,22 @@ struct ODataJSONSerializer {
         return json(.object(body))
     }
 
+    /// The select list of a context URL: `(Name,Customer(Country))` for `$select` and `$expand` (an
+    /// expanded navigation is listed, with its own nested list), `""` without either.
     func selectSuffix(_ options: ODataQueryOptions) -> String {
-        guard let select = options.select, !select.isEmpty, !select.contains(where: \.isWildcard) else {
-            return ""
+        Self.contextList(select: options.select, expand: options.expand).map { "(" + $0 + ")" } ?? ""
+    }
+
+    static func contextList(select: [ODataSelectItem]?, expand: [ODataExpandItem]?) -> String? {
+        var items: [String] = []
+        if let select, !select.contains(where: \.isWildcard) {
+            items += select.map { $0.path.joined(separator: "/") }
         }
-        return "(" + select.map { $0.path.joined(separator: "/") }.joined(separator: ",") + ")"
+        for item in expand ?? [] where !item.isWildcard {
+            let nested = contextList(select: item.select, expand: item.expand)
+            items.append(item.path.joined(separator: "/") + (nested.map { "(" + $0 + ")" } ?? ""))
+        }
+        return items.isEmpty ? nil : items.joined(separator: ",")
     }
 
     func json(_ value: RawJSON) -> LocalReadResponse {
@@ -200,9 +211,32 @@ struct ODataJSONSerializer {
     }
 
     /// The entity's id: `Set(key)`, a singleton's name.
-    func entityID(_ e: LocalEntry) -> String {
-        if m.layouts[e.set]?.set.isSingleton == true { return root + e.set }
-        return root + e.set + keyPredicate(e)
+    func entityID(_ e: LocalEntry) -> String { Self.id(e, model: m, root: root) }
+
+    /// The id of `e` under `root` (V2 key predicates: the model's version).
+    static func id(_ e: LocalEntry, model: MirrorModel, root: String) -> String {
+        let layout = model.layouts[e.set]
+        if layout?.set.isSingleton == true { return root + e.set }
+        let serializer = ODataJSONSerializer(
+            model: model, format: ODataFormat(version: model.version), root: root)
+        if let container = layout?.container, let parentLayout = model.layouts[container.parentSet] {
+            // `Orders(2)/Lines(1)`: the parent's id from the row's `_p_` columns.
+            let parentProperties: [(String, RawJSON)] = container.parentKey.map { c in
+                let value = ODataStorage.wireValue(
+                    SQLBinding(e.row[c.name] ?? .null), type: EdmTypeRef(name: c.type.rawValue),
+                    encoding: model.mapping.profile.encoding(
+                        of: EdmTypeRef(name: c.type.rawValue), in: model.model),
+                    model: model.model)
+                return (c.path[0], value)
+            }
+            let parent = LocalEntry(
+                set: container.parentSet, entityType: parentLayout.entityType, properties: parentProperties,
+                etag: nil, row: e.row)
+            let parentID = id(parent, model: model, root: root)
+            return parentID + "/" + container.navigation
+                + (container.isCollection ? serializer.keyPredicate(e) : "")
+        }
+        return root + e.set + serializer.keyPredicate(e)
     }
 
     func entityJSON(_ e: LocalEntry, topLevel: Bool) -> [(String, RawJSON)] {

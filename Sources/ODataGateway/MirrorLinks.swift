@@ -236,9 +236,12 @@ struct MirrorSQLMapping: SQLMapping {
     let links: [String: [String: MirrorLinkNavigation]]
     let usage = LinkUsage()
 
+    let layouts: [String: MirrorSetLayout]
+
     init(_ m: MirrorModel) {
         base = m.mapping
         links = m.links
+        layouts = m.layouts
     }
 
     func column(for path: [String], in entityType: String) -> String? {
@@ -247,6 +250,16 @@ struct MirrorSQLMapping: SQLMapping {
 
     func navigation(_ name: String, from entityType: String) -> SQLNavigationMapping? {
         if let nav = base.navigation(name, from: entityType) { return nav }
+        if let table = base.table(for: entityType), let contained = layouts[table + "/" + name],
+            let container = contained.container
+        {
+            // Contained entities: their `_p_` columns hold the parent's key.
+            return SQLNavigationMapping(
+                table: contained.set.name, entityType: contained.entityType,
+                joins: container.parentKey.map {
+                    SQLJoinColumns(sourceColumn: $0.path[0], targetColumn: $0.name)
+                })
+        }
         guard let table = base.table(for: entityType), let link = links[table]?[name] else { return nil }
         usage.record(link)
         return link.sqlMapping

@@ -36,6 +36,22 @@ public struct MirrorSetLayout: Sendable {
     public var columns: [MirrorColumn]
     /// Key property names, in key order.
     public var key: [String]
+    /// For the entities a containment navigation holds (table `Set/Nav`): the container.
+    public var container: MirrorContainment?
+}
+
+/// Where contained entities live: the table `ParentSet/Nav` holds the entities the containment
+/// navigation `Nav` of `ParentSet`'s entities holds, each with its parent's key in `_p_<Key>` columns
+/// (the entity's own key is unique only within its parent).
+public struct MirrorContainment: Sendable {
+    /// The parent's entity set (or singleton).
+    public var parentSet: String
+    /// The containment navigation property.
+    public var navigation: String
+    /// Whether the navigation is collection-valued.
+    public var isCollection: Bool
+    /// The parent's key columns (`_p_ID`), their paths naming the parent's key properties.
+    public var parentKey: [MirrorColumn]
 }
 
 /// A parsed, stored `$metadata` with the derived table layouts.
@@ -76,7 +92,12 @@ public struct MirrorModel: Sendable {
         var parts: [String] = []
         var values: [SQLValue] = []
         for kv in key.values {
-            let t = model.property(named: kv.name, in: layout.entityType)?.type
+            // A contained entity's key includes its parent's (`_p_ID`, see ``MirrorContainment``).
+            let t =
+                model.property(named: kv.name, in: layout.entityType)?.type
+                ?? layout.container?.parentKey.first { $0.name == kv.name }.map {
+                    EdmTypeRef(name: $0.type.rawValue)
+                }
             parts.append("\(q(kv.name)) = ?")
             values.append(SQLValue(binding(for: kv.value, type: t)))
         }
@@ -114,51 +135,82 @@ public struct MirrorEntity: Sendable {
     public var etag: String?
     /// The entity's qualified type when the upstream named one (`@odata.type`, `__metadata.type`).
     public var type: String?
+    /// A contained entity's parent (its properties: the key is read from them).
+    public var parent: [(String, RawJSON)]?
 
     /// An entity with its properties, ETag and type.
-    public init(properties: [(String, RawJSON)], etag: String? = nil, type: String? = nil) {
+    public init(
+        properties: [(String, RawJSON)], etag: String? = nil, type: String? = nil,
+        parent: [(String, RawJSON)]? = nil
+    ) {
         self.properties = properties
         self.etag = etag
         self.type = type
+        self.parent = parent
     }
 }
 
 extension MirrorModel {
+    /// The stored columns of entities of `types` (a type and those deriving from it): every primitive or
+    /// enumeration property that is not a collection, through complex properties (at most five steps),
+    /// joined with `_`; a name two types share is one column (the first type's).
+    static func storedColumns(_ types: [String], _ model: EdmModel) -> [MirrorColumn] {
+        var columns: [MirrorColumn] = []
+        var seen: Set<String> = []
+        func add(_ type: String, _ prefix: [String]) {
+            guard prefix.count < 5 else { return }
+            for p in model.properties(of: type) where !p.type.isCollection {
+                let path = prefix + [p.name]
+                let name = path.joined(separator: "_")
+                if let e = model.enumType(p.type) {
+                    if seen.insert(name).inserted {
+                        let underlying = EdmPrimitiveType(rawValue: e.underlyingType) ?? .int32
+                        columns.append(MirrorColumn(name: name, path: path, type: underlying, enumType: e))
+                    }
+                } else if let prim = model.primitiveType(of: p.type), ODataStorage.columnType(prim) != nil {
+                    if seen.insert(name).inserted {
+                        columns.append(MirrorColumn(name: name, path: path, type: prim))
+                    }
+                } else if let complex = model.structuredType(p.type.name), !complex.isEntity {
+                    add(complex.qualifiedName, path)
+                }
+            }
+        }
+        for type in types { add(type, []) }
+        return columns
+    }
+
     /// Parses `bytes` (CSDL or EDMX) and derives the table layouts, per-type information and link
     /// navigations.
     public init(metadata bytes: [UInt8]) throws {
         let model = try CSDLParser.parse(bytes)
         var layouts: [String: MirrorSetLayout] = [:]
         for set in model.entitySets {
-            var columns: [MirrorColumn] = []
-            var seen: Set<String> = []
-            func add(_ type: String, _ prefix: [String]) {
-                guard prefix.count < 5 else { return }
-                for p in model.properties(of: type) where !p.type.isCollection {
-                    let path = prefix + [p.name]
-                    let name = path.joined(separator: "_")
-                    if let e = model.enumType(p.type) {
-                        if seen.insert(name).inserted {
-                            columns.append(
-                                MirrorColumn(
-                                    name: name, path: path,
-                                    type: EdmPrimitiveType(rawValue: e.underlyingType) ?? .int32,
-                                    enumType: e))
-                        }
-                    } else if let prim = model.primitiveType(of: p.type), ODataStorage.columnType(prim) != nil
-                    {
-                        if seen.insert(name).inserted {
-                            columns.append(MirrorColumn(name: name, path: path, type: prim))
-                        }
-                    } else if let complex = model.structuredType(p.type.name), !complex.isEntity {
-                        add(complex.qualifiedName, path)
-                    }
-                }
-            }
-            for type in model.typeAndDerived(set.entityType) { add(type, []) }
+            let columns = Self.storedColumns(model.typeAndDerived(set.entityType), model)
             layouts[set.name] = MirrorSetLayout(
                 set: set, entityType: model.structuredType(set.entityType)?.qualifiedName ?? set.entityType,
                 columns: columns, key: model.key(of: set.entityType))
+        }
+        // Contained entities (one level): a table per containment navigation of a set's type.
+        for set in model.entitySets {
+            guard let parent = layouts[set.name] else { continue }
+            let parentKey = parent.key.compactMap { k in parent.columns.first { $0.name == k } }
+            guard parentKey.count == parent.key.count else { continue }
+            for nav in model.containmentNavigations(of: set.entityType) {
+                guard let target = model.structuredType(nav.target), target.isEntity else { continue }
+                let columns = Self.storedColumns(model.typeAndDerived(target.qualifiedName), model)
+                let name = set.name + "/" + nav.name
+                layouts[name] = MirrorSetLayout(
+                    set: EdmEntitySet(name: name, entityType: target.qualifiedName),
+                    entityType: target.qualifiedName,
+                    columns: columns, key: model.key(of: target.qualifiedName),
+                    container: MirrorContainment(
+                        parentSet: set.name, navigation: nav.name, isCollection: nav.isCollection,
+                        parentKey: parentKey.map {
+                            MirrorColumn(
+                                name: "_p_" + $0.name, path: $0.path, type: $0.type, enumType: $0.enumType)
+                        }))
+            }
         }
         var types: [String: MirrorTypeInfo] = [:]
         for type in model.structuredTypes.values where type.isEntity {

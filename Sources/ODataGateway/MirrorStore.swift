@@ -137,12 +137,14 @@ public final class ODataMirror: Sendable {
     /// index on the key and one index per filterable column (up to 32) followed by the key.
     static func createTable(_ db: Database, _ layout: MirrorSetLayout) throws {
         var cols = [#""_json" TEXT NOT NULL"#, #""_etag" TEXT"#, #""_dr" TEXT NOT NULL"#, #""_type" TEXT"#]
+        let parentKey = (layout.container?.parentKey ?? []).map(\.name)
+        for c in layout.container?.parentKey ?? [] { cols.append("\(q(c.name)) \(c.sqlType)") }
         for c in layout.columns { cols.append("\(q(c.name)) \(c.sqlType)") }
         try db.execute("CREATE TABLE \(q(layout.set.name)) (\(cols.joined(separator: ", ")))")
         if !layout.key.isEmpty {
             try db.execute(
                 "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
-                    + layout.key.map(q).joined(separator: ", ") + ")")
+                    + (parentKey + layout.key).map(q).joined(separator: ", ") + ")")
         }
         // One index per filterable column (up to 32), followed by the key (the default order of local
         // results), so that `$filter`/`$orderby` on one property with `$top` reads a few rows in order
@@ -256,7 +258,8 @@ public final class ODataMirror: Sendable {
                     for e in entities {
                         try statement.bind(
                             MirrorWriter.rowValues(
-                                m, layout, e.properties, etag: e.etag, scope: request, type: e.type))
+                                m, layout, e.properties, etag: e.etag, scope: request, type: e.type,
+                                parent: e.parent))
                         _ = try statement.step()
                         statement.reset()
                     }

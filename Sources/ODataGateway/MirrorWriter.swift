@@ -16,7 +16,9 @@ struct MirrorWriter {
 
     /// `INSERT [OR REPLACE] INTO set (_json, _etag, _dr, _type, columns…) VALUES (?, …)`.
     static func storeSQL(_ layout: MirrorSetLayout, replacing: Bool) -> String {
-        let names = [#""_json""#, #""_etag""#, #""_dr""#, #""_type""#] + layout.columns.map { q($0.name) }
+        let names =
+            [#""_json""#, #""_etag""#, #""_dr""#, #""_type""#]
+            + (layout.container?.parentKey ?? []).map { q($0.name) } + layout.columns.map { q($0.name) }
         return "INSERT \(replacing ? "OR REPLACE " : "")INTO \(q(layout.set.name)) ("
             + names.joined(separator: ", ") + ") VALUES ("
             + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
@@ -25,12 +27,15 @@ struct MirrorWriter {
     /// The values of ``storeSQL(_:replacing:)`` for one entity.
     static func rowValues(
         _ m: MirrorModel, _ layout: MirrorSetLayout, _ properties: [(String, RawJSON)], etag: String?,
-        scope: String, type: String? = nil
+        scope: String, type: String? = nil, parent: [(String, RawJSON)]? = nil
     ) -> [SQLValue] {
         [
             .text(RawJSON.object(properties).serialized()), SQLValue(etag), .text(scope),
             storedType(layout, type),
         ]
+            + (layout.container?.parentKey ?? []).map {
+                $0.encode(MirrorColumn.lookup(parent ?? [], $0.path))
+            }
             + columnValues(m, layout, properties)
     }
 
@@ -61,10 +66,34 @@ struct MirrorWriter {
     }
 
     /// Stores a new entity created through the gateway; throws when its key exists.
-    func insert(_ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?) throws {
+    func insert(
+        _ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?,
+        parent: [(String, RawJSON)]? = nil,
+        type: String? = nil
+    ) throws {
         try db.run(
             Self.storeSQL(layout, replacing: false),
-            Self.rowValues(model, layout, members, etag: etag, scope: "local"))
+            Self.rowValues(model, layout, members, etag: etag, scope: "local", type: type, parent: parent))
+    }
+
+    /// The key of a singleton's one stored row (404 when it was never downloaded).
+    func onlyKey(_ layout: MirrorSetLayout) throws -> ODataKey {
+        guard let row = try db.query("SELECT \"_json\" FROM \(q(layout.set.name)) LIMIT 1").first,
+            let members = (try? RawJSON.parse(row[0].string ?? "{}"))?.members
+        else { throw ODataServiceError(404, "NotFound", "\(layout.set.name) is not in the mirror") }
+        var values: [ODataKeyValue] = []
+        for name in layout.key {
+            let text = members.first { $0.0 == name }?.1
+            let literal: ODataLiteral
+            switch text {
+            case .number(let n)?: literal = Int64(n).map(ODataLiteral.integer) ?? .decimal(n)
+            case .string(let s)?: literal = .string(s)
+            case .bool(let b)?: literal = .boolean(b)
+            default: literal = .null
+            }
+            values.append(ODataKeyValue(name: name, value: literal))
+        }
+        return ODataKey(values)
     }
 
     /// Replaces the stored members (and ETag) of the entity with `key`.
@@ -197,7 +226,8 @@ struct MirrorWriter {
         try db.run(
             Self.storeSQL(layout, replacing: true),
             Self.rowValues(
-                model, layout, entity.properties, etag: entity.etag, scope: scope, type: entity.type))
+                model, layout, entity.properties, etag: entity.etag, scope: scope, type: entity.type,
+                parent: entity.parent))
     }
 }
 

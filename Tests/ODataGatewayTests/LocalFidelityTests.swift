@@ -1,4 +1,5 @@
 import Foundation
+import FoundationXML
 import JSONCore
 import MirrorgateTesting
 import ODataCore
@@ -203,4 +204,100 @@ private func ids(_ body: RawJSON) -> [String] {
     #expect(mirror.meta("layout") == MirrorModel.layoutVersion)
     let scope = try mirror.pool.read { db in try db.scalar(#"SELECT "_dr" FROM "Products""#)?.string }
     #expect(scope == "local")
+}
+
+/// Shop orders downloaded with `$expand=Lines`: contained lines in `Orders/Lines` with their parent's key.
+private func shopOrdersMirror() throws -> ODataMirror {
+    let mirror = try shopMirror()
+    let m = mirror.model!
+    var rows: [String: [MirrorEntity]] = [:]
+    var links: [MirrorLinkRecord] = []
+    for text in [
+        #"{"ID":1,"Status":"Open","CustomerID":3,"Lines":[{"LineNo":1,"Quantity":2,"Amount":3.05},{"LineNo":2,"Quantity":5,"Amount":12.10}]}"#,
+        #"{"ID":2,"Status":"Closed","CustomerID":3,"Lines":[{"LineNo":1,"Quantity":7,"Amount":1.00}]}"#,
+        #"{"ID":3,"Status":"Open","CustomerID":3,"Lines":[]}"#,
+    ] {
+        ODataDownloader.ingest(
+            try RawJSON.parse(text).members!, set: "Orders", type: "Shop.Model.Order", model: m, into: &rows,
+            links: &links)
+    }
+    try mirror.replace(request: "orders", query: "Orders?$expand=Lines", rows: rows)
+    return mirror
+}
+
+@Test func containedEntitiesAreReadWithinTheirParent() throws {
+    let reader = ODataLocalReader(mirror: try shopOrdersMirror(), mount: ODataMount("/s/"))
+    var (status, body) = try get(reader, "Orders(1)/Lines")
+    #expect(status == 200)
+    #expect((body["value"]?.elements ?? []).map { $0["LineNo"]?.serialized() ?? "" } == ["1", "2"])
+    (_, body) = try get(reader, "Orders(2)/Lines(1)")
+    #expect(body["Quantity"]?.serialized() == "7")
+    (_, body) = try get(reader, "Orders(3)/Lines")
+    #expect(body["value"]?.elements?.isEmpty == true)
+    (_, body) = try get(reader, "Orders", "$expand=Lines&$filter=Lines/any(l:l/Quantity%20gt%204)")
+    #expect(ids(body) == ["1", "2"])
+    #expect(body["value"]?.elements?.first?["Lines"]?.elements?.count == 2)
+    (_, body) = try get(reader, "Orders(1)/Lines/$count")
+    #expect(body.serialized() == "2")
+    let full = try reader.read(
+        LocalReadRequest(
+            path: "Orders(1)/Lines", query: "", serviceRoot: "http://gw/s/",
+            format: ODataFormat(version: .v4, metadata: .full), pageSize: nil))
+    #expect(
+        String(decoding: full.body, as: UTF8.self).contains(#""@odata.id":"http://gw/s/Orders(1)/Lines(2)""#))
+}
+
+@Test func containmentNotDownloadedIs501() throws {
+    let reader = ODataLocalReader(mirror: try shopMirror(), mount: ODataMount("/s/"))
+    #expect(status(reader, "Company", "") == 404 || status(reader, "Company", "") == 200)
+    let (mirror, _) = try makeTemporaryMirror("odshop2", metadata: ODataFixtures.shopV4)
+    try mirror.replace(
+        request: "orders", query: "Orders",
+        rows: ["Orders": [MirrorEntity(properties: try RawJSON.parse(#"{"ID":1}"#).members!)]])
+    let r2 = ODataLocalReader(mirror: mirror, mount: ODataMount("/s/"))
+    #expect(status(r2, "Orders(1)/Lines", "") == 501)
+}
+
+@Test func v2AtomFeedsEntriesAndProperties() throws {
+    let (mirror, _) = try makeTemporaryMirror("odatom", metadata: ODataFixtures.customersOrdersV2)
+    try mirror.replace(
+        request: "c", query: "Customers",
+        rows: [
+            "Customers": [
+                MirrorEntity(
+                    properties: try RawJSON.parse(#"{"CustomerID":"A<&>","Name":null}"#).members!,
+                    etag: "W/\"1\"")
+            ]
+        ])
+    let reader = ODataLocalReader(mirror: mirror, mount: ODataMount("/s/"))
+    var request = LocalReadRequest(
+        path: "Customers", query: "$inlinecount=allpages", serviceRoot: "http://gw/s/",
+        format: ODataFormat(version: .v2), pageSize: nil)
+    request.atom = true
+    let feed = try reader.read(request)
+    #expect(feed.contentType.hasPrefix("application/atom+xml;type=feed"))
+    let doc = try XMLDocument(data: Data(feed.body))
+    let root = try #require(doc.rootElement())
+    #expect(root.localName == "feed")
+    #expect(child(root, "count", ODataAtomSerializer.metadataNS)?.stringValue == "1")
+    let entry = try #require(child(root, "entry", ODataAtomSerializer.atom))
+    #expect(
+        child(entry, "id", ODataAtomSerializer.atom)?.stringValue == "http://gw/s/Customers('A%3C%26%3E')")
+    let content = try #require(child(entry, "content", ODataAtomSerializer.atom))
+    let properties = try #require(child(content, "properties", ODataAtomSerializer.metadataNS))
+    #expect(child(properties, "CustomerID", ODataAtomSerializer.dataNS)?.stringValue == "A<&>")
+    let name = try #require(child(properties, "Name", ODataAtomSerializer.dataNS))
+    #expect(name.attributes?.first { $0.localName == "null" }?.stringValue == "true")
+    request.path = "Customers('A%3C%26%3E')/CustomerID"
+    request.query = ""
+    let property = try XMLDocument(data: Data(try reader.read(request).body)).rootElement()
+    #expect(property?.localName == "CustomerID")
+    #expect(property?.stringValue == "A<&>")
+}
+
+/// The first child element of `node` with that local name and namespace URI.
+private func child(_ node: XMLElement, _ name: String, _ uri: String) -> XMLElement? {
+    (node.children ?? []).compactMap { $0 as? XMLElement }.first {
+        ($0.localName ?? $0.name) == name && ($0.uri ?? "") == uri
+    }
 }
