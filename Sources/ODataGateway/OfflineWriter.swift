@@ -188,7 +188,14 @@ struct ODataOfflineWriter: ODataServicePart {
         var members: [(String, RawJSON)] = []
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
         if method != "DELETE" {
-            guard let body = try? RawJSON.parse(input.body) else {
+            let contentType = (input.headers["Content-Type"] ?? "").lowercased()
+            let body: RawJSON
+            if contentType.contains("atom") || contentType.contains("xml") {
+                // A V2 Atom entry (SAP Gateway's default format): read into its V2 JSON form.
+                body = try ODataAtomBody.object(input.body, type: type, model: m)
+            } else if let json = try? RawJSON.parse(input.body) {
+                body = json
+            } else {
                 throw ODataServiceError(400, "BadRequest", "the request body is not JSON")
             }
             var object = body

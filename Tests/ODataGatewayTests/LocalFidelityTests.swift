@@ -301,3 +301,56 @@ private func child(_ node: XMLElement, _ name: String, _ uri: String) -> XMLElem
         ($0.localName ?? $0.name) == name && ($0.uri ?? "") == uri
     }
 }
+
+@Test func atomEntryBodiesAreWrittenOfflineAndAnsweredInAtom() throws {
+    let (service, _) = try makeBootstrappedService(
+        "odatomw", metadata: ODataFixtures.customersOrdersV2,
+        data: ["Customers": #"{"d":{"results":[{"CustomerID":"A","Name":"Ann"}]}}"#])
+    let entry = """
+        <?xml version="1.0" encoding="utf-8"?>
+        <entry xmlns="http://www.w3.org/2005/Atom" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
+          xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices">
+          <content type="application/xml"><m:properties>
+            <d:OrderID>7</d:OrderID><d:CustomerID>A</d:CustomerID><d:Freight>12.50</d:Freight>
+          </m:properties></content>
+        </entry>
+        """
+    let created = service.writer.response(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/Orders",
+            headers: [
+                "Host": "gw", "Content-Type": "application/atom+xml", "Accept": "application/atom+xml",
+            ],
+            body: Array(entry.utf8)))
+    #expect(created.status == 201)
+    #expect(created.headers["Content-Type"]?.hasPrefix("application/atom+xml") == true)
+    #expect(bodyText(created).contains("<d:Freight>12.50</d:Freight>"))
+    let (_, json) = localGET(service, "/odata/s/Orders(7)")
+    #expect(json.contains(#""Freight":"12.50""#))
+    let update = service.writer.response(
+        to: HTTPRequest(
+            method: "MERGE", target: "/odata/s/Customers('A')",
+            headers: ["Host": "gw", "Content-Type": "application/atom+xml"],
+            body: Array(
+                entry.replacingOccurrences(of: "<d:OrderID>7</d:OrderID>", with: "<d:Name m:null=\"true\"/>")
+                    .replacingOccurrences(
+                        of: "<d:CustomerID>A</d:CustomerID><d:Freight>12.50</d:Freight>", with: ""
+                    ).utf8)))
+    #expect(update.status == 204)
+    #expect(localGET(service, "/odata/s/Customers('A')").1.contains(#""Name":null"#))
+    let bad = service.writer.response(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/Orders",
+            headers: ["Host": "gw", "Content-Type": "application/atom+xml"],
+            body: Array("<entry><oops".utf8)))
+    #expect(bad.status == 400)
+    let entity = service.writer.response(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/Orders",
+            headers: ["Host": "gw", "Content-Type": "application/atom+xml"],
+            body: Array(
+                #"<?xml version="1.0"?><!DOCTYPE entry [<!ENTITY x SYSTEM "file:///etc/passwd">]><entry>&x;</entry>"#
+                    .utf8)))
+    #expect(entity.status == 400)
+    #expect(bodyText(entity).contains("DTD"))
+}
