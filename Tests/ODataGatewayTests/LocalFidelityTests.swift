@@ -354,3 +354,17 @@ private func child(_ node: XMLElement, _ name: String, _ uri: String) -> XMLElem
     #expect(entity.status == 400)
     #expect(bodyText(entity).contains("DTD"))
 }
+
+@Test func urlSuffixDoesNotOverrideTheClientsOwnParameters() {
+    let s = ODataServiceSettings(
+        name: "so", mount: "/odata/so/", upstream: "http://up/svc/",
+        urlSuffix: "sap-client=100&sap-language=EN")
+    #expect(
+        s.upstreamURL(for: "/odata/so/A?$top=1") == "http://up/svc/A?$top=1&sap-client=100&sap-language=EN")
+    #expect(s.upstreamURL(for: "/odata/so/A") == "http://up/svc/A?sap-client=100&sap-language=EN")
+    #expect(
+        s.upstreamURL(for: "/odata/so/A?SAP-Client=200") == "http://up/svc/A?SAP-Client=200&sap-language=EN")
+    #expect(
+        s.upstreamURL(for: "/odata/so/A?sap-language=DE&sap-client=200")
+            == "http://up/svc/A?sap-language=DE&sap-client=200")
+}
