@@ -10,6 +10,10 @@ struct LocalScope {
     var single: Bool
     /// The type the rows are read as: the set's, or a type cast to in the path.
     var entityType: String
+    /// The type the path declares when it differs from `entityType` (a navigation property's type, say
+    /// `Customer` for `Orders(1)/Customer` into the `People` set): `@odata.type` and the context's cast
+    /// are written only for entities of another type than this one.
+    var declaredType: String?
 
     init(
         layout: MirrorSetLayout, condition: @escaping @Sendable (String) -> SQLFragment, single: Bool,
@@ -191,6 +195,7 @@ struct LocalQueryPlanner {
                         )
                     }
                     scope = try linkScope(link, from: s, isCollection: isCollection)
+                    scope?.declaredType = type
                     navigationSet = link.targetSet
                     continue
                 }
@@ -210,10 +215,12 @@ struct LocalQueryPlanner {
                             + previous(inner)
                             + ")"
                     }, single: !isCollection)
+                scope?.declaredType = type
                 navigationSet = target.set.name
             case .cast(let type):
                 guard var s = scope else { continue }
                 s = try cast(s, to: type)
+                s.declaredType = nil
                 scope = s
             case .links:
                 continue
@@ -500,7 +507,7 @@ struct LocalQueryPlanner {
                 var e = LocalEntry(
                     set: scope.layout.set.name, entityType: row["_type"]?.string ?? scope.layout.entityType,
                     properties: props, etag: row["_etag"]?.string, row: row)
-                e.expectedType = scope.entityType
+                e.expectedType = scope.declaredType ?? scope.entityType
                 entries.append(e)
             }
         }
@@ -559,7 +566,7 @@ struct LocalQueryPlanner {
                 continue
             }
             guard let nav = m.model.navigationProperty(named: first, in: entry.entityType) else { continue }
-            let scope: LocalScope
+            var scope: LocalScope
             if let contained = m.layouts[entry.set + "/" + first], let container = contained.container {
                 let row = entry.row
                 _ = try containedScope(
@@ -588,6 +595,7 @@ struct LocalQueryPlanner {
                     "$expand=\(first) has no referential constraint nor downloaded links to answer it locally"
                 )
             }
+            scope.declaredType = nav.target
             var nested = ODataQueryOptions()
             if item.path.count > 1 {
                 var rest = item

@@ -62,11 +62,16 @@ struct ODataJSONSerializer {
         case .entity(let e, let set, let options, let context):
             var object = entityJSON(e, topLevel: true)
             if !v2, format.metadata != .none {
-                var fragment = set + selectSuffix(options) + "/$entity"
+                // An entity of a type derived from the type its path declares names it as a cast
+                // (`People/Shop.Model.Employee/$entity`), as the context URL rules require.
+                let declared =
+                    e.expectedType.isEmpty ? (m.layouts[set]?.entityType ?? e.entityType) : e.expectedType
+                let cast = e.entityType != declared ? "/" + e.entityType : ""
+                var fragment = set + cast + selectSuffix(options) + "/$entity"
                 if let context {
                     fragment =
                         context.hasSuffix("/$entity")
-                        ? context.dropLast("/$entity".count) + selectSuffix(options) + "/$entity"
+                        ? context.dropLast("/$entity".count) + cast + selectSuffix(options) + "/$entity"
                         : context + selectSuffix(options)
                 }
                 object.insert(("@odata.context", .string(root + "$metadata#" + fragment)), at: 0)

@@ -68,7 +68,7 @@ SHOP_QUERIES = [
     "Products?$filter=AvailableFrom gt 12:30:00",
     "Products?$orderby=AvailableFrom desc,ID&$select=ID,AvailableFrom",
     "Products?$filter=Created gt 2024-06-01T00:00:00Z",
-    "Products?$filter=Created lt 2024-03-03T03:00:00%2B01:00",
+    "Products?$filter=Created lt 2024-03-03T03:00:00+01:00",
     "Products?$orderby=Created,ID&$select=ID,Created",
     "Products?$filter=Rating gt 3.5",
     "Products?$filter=Stock gt 9007199254740990",
@@ -94,7 +94,9 @@ SHOP_QUERIES = [
     "Products?$search=widget OR gizmo",
     "Products?$search=widget AND NOT pro",
     "Products?$search=\"fine blue\"",
-    "Products?$search=blue&$count=true",
+    # Local $search looks in string properties only (README); odatapy also searches enum member
+    # names, string collections and Guids, so a term such as `blue` (a Color) is asked as `fine` here.
+    "Products?$search=fine&$count=true",
     "Products?$compute=Price mul 2 as DoublePrice&$select=ID,DoublePrice",
     "Products?$compute=Price mul 2 as DoublePrice&$filter=DoublePrice gt 300&$select=ID,DoublePrice",
     "Products?$count=true&$filter=Price gt 50",
@@ -114,6 +116,11 @@ SHOP_QUERIES = [
     "Orders(1)/Customer",
     "Orders?$filter=Customer/Name eq 'Cid'",
     "Company",
+]
+
+# Compared without `@odata.context`: odatapy names the singleton `Company(1)/…` in the context of its
+# properties, where the context URL rules (and the gateway) say `Company/Headquarters`.
+SHOP_QUERIES_NO_CONTEXT = [
     "Company/Headquarters",
     "Company/Name",
 ]
@@ -156,9 +163,10 @@ def shop_config(root: str) -> dict:
 
 
 def ask(gw, target: str, headers: dict | None = None, mount: str = SHOP):
-    h = {"Accept": "application/json"}
-    h.update(headers or {})
     path, _, query = target.partition("?")
+    # `$count` and `$value` are text/plain (odatapy answers 406 to them under Accept: application/json).
+    h = {"Accept": "text/plain" if path.endswith(("/$count", "/$value")) else "application/json"}
+    h.update(headers or {})
     url = gw.url(mount + quote(path, safe="/()',=$")) + ("?" + quote(query, safe="=&$/(),'*:") if query else "")
     return requests.get(url, headers=h, timeout=10)
 
@@ -177,10 +185,15 @@ def sorted_values(doc):
 def test_v4_offline_answers_equal_the_upstreams(gateway_factory):
     up = ShopUpstream(port=0).start()
     try:
+        # odatapy gives an entity its ETag the first time it is read alone: read every query once
+        # before the gateway downloads, so that the mirror holds the ETags the online answers carry.
+        for q in SHOP_QUERIES:
+            path, _, query = q.partition("?")
+            requests.get(up.root.rstrip("/") + "/" + path, params=query or None, timeout=10)
         gw = gateway_factory(shop_config(up.root))
         wait_downloaded(gw, "shop")
         online = {}
-        for q in SHOP_QUERIES + SHOP_APPLY:
+        for q in SHOP_QUERIES + SHOP_QUERIES_NO_CONTEXT + SHOP_APPLY:
             r = ask(gw, q)
             assert r.status_code == 200, (q, r.status_code, r.text)
             assert r.headers["X-Mirrorgate-Origin"] == "remote", q
@@ -195,6 +208,11 @@ def test_v4_offline_answers_equal_the_upstreams(gateway_factory):
             continue
         if parsed(r) != online[q]:
             mismatches.append((q, "online", online[q], "offline", parsed(r)))
+    for q in SHOP_QUERIES_NO_CONTEXT:
+        r = ask(gw, q)
+        expected = {k: v for k, v in online[q].items() if k != "@odata.context"}
+        if r.status_code != 200 or {k: v for k, v in r.json().items() if k != "@odata.context"} != expected:
+            mismatches.append((q, r.status_code, r.text[:300], online[q]))
     for q in SHOP_APPLY:
         r = ask(gw, q)
         if r.status_code != 200 or sorted_values(r.json()) != sorted_values(online[q]):
@@ -204,7 +222,7 @@ def test_v4_offline_answers_equal_the_upstreams(gateway_factory):
         if r.status_code != 501 or "error" not in r.json():
             mismatches.append((q, "expected 501", r.status_code, r.text[:200]))
     assert not mismatches, "\n".join(map(str, mismatches))
-    assert len(SHOP_QUERIES) + len(SHOP_APPLY) >= 80
+    assert len(SHOP_QUERIES) + len(SHOP_QUERIES_NO_CONTEXT) + len(SHOP_APPLY) >= 80
 
 
 SO = "/odata/so/"

@@ -118,6 +118,10 @@ private func ids(_ body: RawJSON) -> [String] {
     (status, body) = try get(reader, "People(2)/Shop.Model.Employee")
     #expect(status == 200)
     #expect(body["Salary"]?.serialized() == "1200.50")
+    (_, body) = try get(reader, "People(2)")
+    #expect(body["@odata.context"]?.string == "http://gw/s/$metadata#People/Shop.Model.Employee/$entity")
+    (_, body) = try get(reader, "People(1)")
+    #expect(body["@odata.context"]?.string == "http://gw/s/$metadata#People/$entity")
 }
 
 @Test func primitiveComparisonsFollowTheirTypes() throws {
