@@ -404,3 +404,34 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
         #expect(json.contains(#""Freight":"3.50""#) && json.contains(#""OrderID":99"#))
     }
 }
+
+@Test func atomEntryBodiesInsideABatchChangesetAreWrittenOffline() throws {
+    let (service, _) = try makeBootstrappedService(
+        "odatomb", metadata: ODataFixtures.customersOrdersV2,
+        data: ["Customers": #"{"d":{"results":[{"CustomerID":"A","Name":"Ann"}]}}"#])
+    let body = """
+        --b
+        Content-Type: multipart/mixed; boundary=cs
+
+        --cs
+        Content-Type: application/http
+        Content-Transfer-Encoding: binary
+
+        POST Orders HTTP/1.1
+        Content-Type: application/atom+xml
+
+        <entry xmlns="http://www.w3.org/2005/Atom" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices"><content type="application/xml"><m:properties><d:OrderID>8</d:OrderID><d:CustomerID>A</d:CustomerID><d:Freight>4.25</d:Freight></m:properties></content></entry>
+        --cs--
+        --b--
+
+        """
+    let r = service.writer.batchResponse(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"],
+            body: Array(body.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+    #expect(r.status == 202)
+    #expect(bodyText(r).contains("HTTP/1.1 201"))
+    #expect(localGET(service, "/odata/s/Orders(8)").1.contains(#""Freight":"4.25""#))
+    #expect(service.queue.count == 1)
+}
