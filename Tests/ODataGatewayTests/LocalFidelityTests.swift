@@ -425,11 +425,7 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
         --b--
 
         """
-    let r = service.writer.batchResponse(
-        to: HTTPRequest(
-            method: "POST", target: "/odata/s/$batch",
-            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"],
-            body: Array(body.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+    let r = localBatch(service, body)
     #expect(r.status == 202)
     #expect(bodyText(r).contains("HTTP/1.1 201"))
     #expect(localGET(service, "/odata/s/Orders(8)").1.contains(#""Freight":"4.25""#))
