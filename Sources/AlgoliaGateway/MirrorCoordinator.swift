@@ -119,7 +119,7 @@ public final class MirrorCoordinator: Sendable {
                 activeIntervalCap: mirror.settings.delayBetweenSyncs,
                 lastSuccess: mirror.lastSuccessfulSyncAt,
                 usage: mirror.usage, isReachable: { [reachability] in reachability?.isReachable ?? true },
-                urgency: { mirror.needsSync ? .required : .none },
+                urgency: { mirror.needsSync ? .required : .none }, isHeld: { mirror.syncsHeld },
                 run: { [self] context in run(mirror, context) })
         }
     }

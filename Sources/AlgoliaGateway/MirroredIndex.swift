@@ -131,6 +131,8 @@ public final class MirroredIndex: Sendable {
         var lastError: String?
         var lastStats: SyncStats?
         var fingerprint: String?
+        /// Local writes wait for the upstream (`offlineWrites: queue`): no sync may replace the mirror.
+        var held = false
     }
     private let state: Mutex<State>
     /// Where client requests mark the index in use.
@@ -160,10 +162,17 @@ public final class MirroredIndex: Sendable {
     /// Notes a client request (for status and scheduling).
     public func touch() { usage.touch() }
 
-    /// Claims the right to sync; false while another sync runs.
+    /// Holds syncs (and manual builds) while queued local writes wait for the upstream, or lets them
+    /// run again.
+    public func holdSyncs(_ hold: Bool) { state.withLock { $0.held = hold } }
+
+    /// Whether syncs are held (``holdSyncs(_:)``).
+    public var syncsHeld: Bool { state.withLock { $0.held } }
+
+    /// Claims the right to sync; false while another sync runs or syncs are held.
     public func beginSync() -> Bool {
         state.withLock { s in
-            if s.syncing { return false }
+            if s.syncing || s.held { return false }
             s.syncing = true
             return true
         }
@@ -200,6 +209,11 @@ public final class MirroredIndex: Sendable {
             s.replicas = version.replicas
         }
     }
+
+    /// Replaces the primary's local version and keeps its replicas' (a local write to the mirror while the
+    /// upstream is unreachable; the sync after the queued writes are replayed brings the replicas up to
+    /// date).
+    public func installPrimary(_ index: SearchIndex) { state.withLock { $0.current = index } }
 
     /// Ends a manual build claimed with `beginSync`: installs `version` when it succeeded.
     public func endBuild(_ version: MirrorVersion?) {

@@ -149,7 +149,10 @@ public final class Gateway: Sendable {
     }
 
     /// Starts background work (the replication scheduler) once the server listens.
-    public func startBackground() { replication.start() }
+    public func startBackground() {
+        replication.start()
+        router.algolia.start()
+    }
 
     /// The port actually bound.
     public var port: UInt16 { server.port }

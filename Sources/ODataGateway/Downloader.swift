@@ -226,19 +226,28 @@ final class ODataDownloader: ODataServicePart {
         }
         // Every page is staged: the whole download replaces the previous one in one transaction.
         var replacements: [ODataMirror.Replacement] = []
+        var pageSizes: [(set: String, size: Int?)] = []
         for (i, request) in requests.enumerated() {
             let (set, type) = try target(of: request, model)
             var rows: [String: [MirrorEntity]] = [set: []]
             var links: [MirrorLinkRecord] = []
-            for page in try context.checkpoints.pages(request: i) {
+            let pages = try context.checkpoints.pages(request: i)
+            for (n, page) in pages.enumerated() {
                 let body: RawJSON
                 do { body = try RawJSON.parse(page) } catch {
                     throw MirrorError("defining request \(request.name): \(error)")
                 }
-                for item in Self.entities(in: body).items {
+                let (items, next) = Self.entities(in: body)
+                for item in items {
                     if let members = item.members {
                         Self.ingest(members, set: set, type: type, model: model, into: &rows, links: &links)
                     }
+                }
+                // The page size the upstream used for the set (a first page with a next link): offline
+                // answers page the same way.
+                if n == 0 {
+                    pageSizes.append(
+                        (set, next.map { !$0.isEmpty && !items.isEmpty } == true ? items.count : nil))
                 }
             }
             replacements.append(.init(request: request.name, query: request.query, rows: rows, links: links))
@@ -252,6 +261,7 @@ final class ODataDownloader: ODataServicePart {
             throw error
         }
         context.checkpoints.clear()
+        for p in pageSizes { try mirror.setUpstreamPageSize(p.set, p.size) }
         if !requests.isEmpty { try mirror.dropBootstrap() }
         return .done(ODataDownloadStats(entitySets: total, durationMs: 0))
     }

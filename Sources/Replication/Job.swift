@@ -191,12 +191,16 @@ public struct ReplicationJob: Sendable {
     public var urgency: @Sendable () -> ReplicationUrgency
     /// The run itself (blocking, on a thread of its own).
     public var run: @Sendable (RunContext) -> RunOutcome
+    /// Whether the mirror holds its runs for now (queued local writes wait for the upstream): no run
+    /// starts, and the scheduler looks again a second later.
+    public var isHeld: @Sendable () -> Bool
 
     /// Creates a job.
     public init(
         api: ReplicationAPI, name: String, policy: String, activeIntervalCap: Duration? = nil,
         lastSuccess: Date? = nil, usage: ReplicationUsage, isReachable: @escaping @Sendable () -> Bool,
         urgency: @escaping @Sendable () -> ReplicationUrgency,
+        isHeld: @escaping @Sendable () -> Bool = { false },
         run: @escaping @Sendable (RunContext) -> RunOutcome
     ) {
         self.api = api
@@ -208,6 +212,7 @@ public struct ReplicationJob: Sendable {
         self.isReachable = isReachable
         self.urgency = urgency
         self.run = run
+        self.isHeld = isHeld
     }
 
     /// `algolia:NAME` or `odata:NAME`: the job's key in the store, status and metrics.

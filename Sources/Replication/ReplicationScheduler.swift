@@ -181,6 +181,11 @@ public final class ReplicationScheduler: Sendable {
                     earliest = earliest.map { min($0, notBefore) } ?? notBefore
                     continue
                 }
+                if e.job.isHeld() {
+                    let again = now.addingTimeInterval(1)
+                    earliest = earliest.map { min($0, again) } ?? again
+                    continue
+                }
                 e.plan = plan(e, paused: s.paused[e.policy.name] != nil, now: now)
                 if e.plan.startNow && s.started {
                     e.running = true
