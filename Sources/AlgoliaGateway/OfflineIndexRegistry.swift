@@ -22,14 +22,20 @@ public final class OfflineIndexRegistry: Sendable {
     public var names: [String] { indices.withLock { $0.keys.sorted() } }
 
     /// Builds every configured offline index that has a bootstrap. A missing or malformed file is a
-    /// start error naming the file.
-    public static func load(_ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger)
-        throws(AlgoliaSetupError) -> OfflineIndexRegistry
-    {
+    /// start error naming the file. An index of `previous` (a configuration reload) keeps its data, with
+    /// the keys of the new configuration.
+    public static func load(
+        _ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger,
+        previous: OfflineIndexRegistry? = nil
+    ) throws(AlgoliaSetupError) -> OfflineIndexRegistry {
         var built: [String: LocalIndex] = [:]
         for (name, config) in configuration.algolia.offlineIndices.sorted(by: { $0.key < $1.key }) {
             let start = ContinuousClock.now
             let access = LocalIndex.Access.keys(config.apiKeys.map(Set.init))
+            if let kept = previous?.lookup(name) {
+                built[name] = kept.access == access ? kept : LocalIndex(index: kept.index, access: access)
+                continue
+            }
             var index: SearchIndex
             let how: String
             if let stored = try? store?.load(name: name) {

@@ -9,6 +9,7 @@ import Logging
 import ODataGateway
 import SearchEngine
 import Storage
+import Synchronization
 import Upstream
 
 /// The version string reported by `/_mirrorgate/health`, `status` and `--version`.
@@ -21,113 +22,149 @@ public struct GatewayStartError: Error, CustomStringConvertible {
 }
 
 /// The running gateway: the HTTP server, the upstream forwarders with their reachability trackers,
-/// metrics and the admin API, wired from one configuration. Stop it with `shutdown()`.
+/// metrics and the admin API, wired from one configuration. ``reload()`` re-reads the configuration;
+/// stop it with `shutdown()`.
 public final class Gateway: Sendable {
-    /// The configuration in force (after command-line overrides).
-    public let configuration: MirrorgateConfiguration
+    /// The configuration in force (after command-line overrides and reloads).
+    public var configuration: MirrorgateConfiguration { router.configuration }
     let server: Server
     let router: Router
     let loop: CurlLoop
-    let store: IndexStore?
+    let client: UpstreamClient
+    /// The index store (opened when an index first needs it, at start or on a reload).
+    let store: StoreBox
     let state: DatabasePool
     let logger: Logger
+    let odataPool: WorkerPool
+    let publish: @Sendable (String, JSON) -> Void
+    /// Re-reads the configuration for a reload (the file, with the command line's overrides).
+    let source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)?
+    /// Held while a reload runs (a second one gets 409).
+    let reloading = Mutex<Bool>(false)
 
-    /// Starts serving. Creates `dataDir` (mode 0700) if needed.
-    public init(configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate")) throws {
-        self.configuration = configuration
+    /// Starts serving. Creates `dataDir` (mode 0700) if needed. `source` re-reads the configuration on
+    /// ``reload()`` (nil: reloads are refused).
+    public init(
+        configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate"),
+        source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)? = nil
+    ) throws {
         self.logger = logger
+        self.source = source
         try Self.prepareDataDir(configuration.dataDir)
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
+        self.client = client
         let loop: CurlLoop
         do {
             loop = try CurlLoop(threads: 2)
         } catch {
             throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
         }
-        var services: [ODataForwarder] = []
+        self.loop = loop
         let events = EventBus()
+        let publish = Router.publisher(events, metrics)
+        self.publish = publish
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
+        self.odataPool = odataPool
+        var services: [ODataForwarder] = []
         for name in configuration.odata.services.keys.sorted() {
             services.append(
                 try ODataServices.make(
                     name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
-                    events: { events.publish($0, $1) }))
+                    events: publish))
         }
-        services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let store: IndexStore?
         let state: DatabasePool
         do {
-            let needsStore =
-                !configuration.algolia.offlineIndices.isEmpty
-                || configuration.algolia.indices.values.contains { $0.mirrored }
-            store = needsStore ? try IndexStore(directory: configuration.dataDir) : nil
+            store = Self.needsStore(configuration) ? try IndexStore(directory: configuration.dataDir) : nil
             state = try DatabasePool(path: configuration.dataDir + "/state.sqlite", readers: 1)
         } catch {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")
         }
-        self.store = store
+        let storeBox = StoreBox(store)
+        self.store = storeBox
         self.state = state
-        for s in services {
-            s.reachability.onChange { up in
-                events.publish(
-                    "reachabilityChanged",
-                    ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
-            }
-        }
+        for s in services { Self.announce(s, publish) }
         let algolia: AlgoliaService
         do {
             algolia = try AlgoliaService(
                 configuration: configuration, loop: loop, client: client, store: store, state: state,
-                events: { events.publish($0, $1) })
+                events: publish)
         } catch {
             throw GatewayStartError(description: error.description)
         }
         let router = Router(
-            configuration: configuration, algolia: algolia, odata: services, events: events,
-            metrics: metrics, logger: logger)
+            services: ServiceSet(configuration: configuration, algolia: algolia, odata: services),
+            events: events, metrics: metrics, logger: logger,
+            storageCheck: {
+                let indexStore = storeBox.withLock { $0 }
+                return Self.answers(state) && (indexStore.map { Self.answers($0.pool) } ?? true)
+            })
         self.router = router
-        self.loop = loop
-        let serverConfig = ServerConfiguration(
+        var serverConfig = ServerConfiguration(
             host: configuration.server.listen.host, port: configuration.server.listen.port,
             maxBodySize: configuration.server.maxBodySize,
             maxConnections: configuration.server.maxConnections,
             requestTimeout: configuration.server.requestTimeout, pollingThreads: 2)
-        let accessLogger = Logger(label: "mirrorgate.access")
+        serverConfig.requestIDHeader = MirrorgateHeader.requestID
         server = try Server(
             configuration: serverConfig, handler: router,
             errors: { status, message, target in router.errorResponse(status, message, target: target) },
-            observer: { method, target, status, headers, nanos in
-                let route = router.routeName(target)
-                let origin = headers[MirrorgateHeader.origin] ?? "none"
-                metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
-                if accessLogger.logLevel <= .info {
-                    var path = Substring(target)
-                    if let q = path.firstIndex(of: "?") { path = path[..<q] }
-                    accessLogger.info(
-                        "\(method) \(path) \(status)",
-                        metadata: [
-                            "origin": "\(origin)", "ms": "\(String(format: "%.2f", Double(nanos) / 1e6))",
-                        ])
-                }
-            }, logger: Logger(label: "mirrorgate.http"))
+            observer: AccessLog.observer(router: router, metrics: metrics),
+            logger: Logger(label: "mirrorgate.http"))
+        router.serving.store(true, ordering: .releasing)
+        Self.installReloader(self)
     }
 
-    /// Starts background work (the sync scheduler) once the server listens.
-    public func startBackground() { router.algolia.start() }
+    /// Lets `POST /_mirrorgate/reload` reach `gateway` (without keeping it alive).
+    private static func installReloader(_ gateway: Gateway) {
+        gateway.router.reloader.withLock { r in
+            r = { [weak gateway] in gateway?.reload() ?? .failed("the gateway is stopping") }
+        }
+    }
+
+    /// Starts background work once the server listens: the sync scheduler, and a first probe of every
+    /// upstream (so that status and metrics tell the truth about one that nothing else calls).
+    public func startBackground() {
+        let services = router.services
+        services.algolia.start()
+        services.algolia.upstream?.reachability.probeNow()
+        for s in services.odata { s.reachability.probeNow() }
+    }
 
     /// The port actually bound.
     public var port: UInt16 { server.port }
 
     /// Stops accepting, lets in-flight requests finish within `server.shutdownGrace`, then closes the rest.
     public func shutdown() {
+        router.serving.store(false, ordering: .releasing)
+        router.reloader.withLock { $0 = nil }
         server.shutdown(grace: configuration.server.shutdownGrace)
         router.stop()
         loop.stop()
-        if let store { try? store.pool.checkpoint() }
+        if let store = store.withLock({ $0 }) { try? store.pool.checkpoint() }
         try? state.checkpoint()
+    }
+
+    static func needsStore(_ configuration: MirrorgateConfiguration) -> Bool {
+        !configuration.algolia.offlineIndices.isEmpty
+            || configuration.algolia.indices.values.contains { $0.mirrored }
+    }
+
+    /// Whether a store answers a trivial query (readiness).
+    static func answers(_ pool: DatabasePool) -> Bool {
+        (try? pool.read { db in try db.scalar("SELECT 1") }) != nil
+    }
+
+    /// Publishes the reachability changes of an OData upstream as admin events.
+    static func announce(_ s: ODataForwarder, _ publish: @escaping @Sendable (String, JSON) -> Void) {
+        s.reachability.onChange { up in
+            publish(
+                "reachabilityChanged",
+                ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
+        }
     }
 
     static func prepareDataDir(_ path: String) throws {
@@ -144,5 +181,67 @@ public final class Gateway: Sendable {
         } catch {
             throw GatewayStartError(description: "cannot create dataDir \(path): \(error)")
         }
+    }
+}
+
+/// The index store, opened at start or by the first reload that needs it.
+final class StoreBox: Sendable {
+    private let value: Mutex<IndexStore?>
+    init(_ store: IndexStore?) { value = Mutex(store) }
+    func withLock<T>(_ body: (inout IndexStore?) throws -> T) rethrows -> T {
+        try value.withLock { try body(&$0) }
+    }
+}
+
+/// The access log line and the request metrics of each answered request.
+enum AccessLog {
+    static func observer(router: Router, metrics: GatewayMetrics) -> ResponseObserver {
+        let accessLogger = Logger(label: "mirrorgate.access")
+        return { method, target, status, headers, nanos in
+            let route = router.routeName(target)
+            let origin = headers[MirrorgateHeader.origin] ?? "none"
+            metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
+            guard accessLogger.logLevel <= .info else { return }
+            var path = Substring(target)
+            if let q = path.firstIndex(of: "?") { path = path[..<q] }
+            accessLogger.info(
+                "\(method) \(path) \(status)",
+                metadata: fields(
+                    method: method, path: String(path), status: status, nanos: nanos, route: route,
+                    origin: origin,
+                    headers: headers))
+        }
+    }
+
+    /// The structured fields of an access line: `method`, `path` (without the query), `status` and
+    /// `duration_ms` (numbers), `route`, `origin`, `request_id`, and `upstream_ms` when an upstream
+    /// answered (from the response's `Server-Timing: upstream;dur=…`).
+    static func fields(
+        method: String, path: String, status: Int, nanos: UInt64, route: String, origin: String,
+        headers: HTTPHeaders
+    ) -> Logger.Metadata {
+        var md: Logger.Metadata = [
+            "method": .string(method), "path": .string(path), "status": .stringConvertible(status),
+            "duration_ms": .stringConvertible((Double(nanos) / 1000).rounded() / 1000),
+            "route": .string(route), "origin": .string(origin),
+        ]
+        if let id = headers[MirrorgateHeader.requestID] { md["request_id"] = .string(id) }
+        if let ms = upstreamMillis(headers.values("Server-Timing")) {
+            md["upstream_ms"] = .stringConvertible(ms)
+        }
+        return md
+    }
+
+    /// The last `upstream;dur=MS` entry of the `Server-Timing` values.
+    static func upstreamMillis(_ values: [String]) -> Double? {
+        var found: Double?
+        for value in values {
+            for entry in value.split(separator: ",") {
+                let parts = entry.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+                guard parts.first == "upstream" else { continue }
+                for p in parts.dropFirst() where p.hasPrefix("dur=") { found = Double(p.dropFirst(4)) }
+            }
+        }
+        return found
     }
 }

@@ -60,9 +60,4 @@ extension Router {
             request, path: String(path), serviceRoot: "http://\(host)\(prefix)\(name)/", out)
         return true
     }
-
-    /// Refreshes the OData gauges before `/metrics` is rendered.
-    func updateODataMetrics() {
-        for s in odata { if let service = s.service { ODataMetrics.update(service, name: s.settings.name) } }
-    }
 }

@@ -85,33 +85,19 @@ enum ODataServices {
 
 extension Router {
     /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
-    /// `{entitySets, durationMs}` (502 and `{message}` when it failed); 409 while one runs; 404 for an
-    /// unknown service.
-    func odataAdmin(_ request: HTTPRequest, _ out: any Responder) {
-        let prefix = "/_mirrorgate/odata/services/"
-        let path = request.path
-        if !path.hasPrefix(prefix), odataArchiveService(request, out) { return }
-        if request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/upload") {
-            odataUpload(request, out)
-            return
-        }
-        guard request.method == "POST", path.hasPrefix(prefix), path.hasSuffix("/download") else {
-            out.respond(
-                errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
-            return
-        }
-        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast("/download".count))
-        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
-            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+    /// `{entitySets, durationMs}` (502 and `{message,status}` when it failed); 409 while one runs; 404 for
+    /// an unknown service.
+    func odataDownload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        let name = Self.name(request.path, after: Self.odataServices, before: "/download")
+        guard let service = services.odata.first(where: { $0.settings.name == name })?.service else {
+            out.respond(Self.adminError(404, "no OData service named \(name)"))
             return
         }
         let wait = request.queryValue("wait") == "true"
         let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
             wait ? waitedRun(out, json: \.json) : nil
-        let started = service.download(completion: completion)
-        guard started else {
-            out.respond(
-                errorResponse(409, "a download of \(name) is already running", target: request.target))
+        guard service.download(completion: completion) else {
+            out.respond(Self.adminError(409, "a download of \(name) is already running"))
             return
         }
         if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
@@ -120,22 +106,20 @@ extension Router {
     /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
     /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
     /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
-    func odataUpload(_ request: HTTPRequest, _ out: any Responder) {
-        let prefix = "/_mirrorgate/odata/services/"
-        let name = FormCodec.percentDecode(request.path.dropFirst(prefix.count).dropLast("/upload".count))
-        guard let service = odata.first(where: { $0.settings.name == name })?.service else {
-            out.respond(errorResponse(404, "no OData service named \(name)", target: request.target))
+    func odataUpload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        let name = Self.name(request.path, after: Self.odataServices, before: "/upload")
+        guard let service = services.odata.first(where: { $0.settings.name == name })?.service else {
+            out.respond(Self.adminError(404, "no OData service named \(name)"))
             return
         }
         let wait = request.queryValue("wait") == "true"
         if !wait, !service.forwarder.reachability.isReachable {
-            out.respond(errorResponse(503, "the upstream of \(name) is unreachable", target: request.target))
+            out.respond(Self.adminError(503, "the upstream of \(name) is unreachable"))
             return
         }
         var completion: (@Sendable (ODataUploadStats) -> Void)?
         if wait {
-            let unreachable = errorResponse(
-                503, "the upstream of \(name) is unreachable", target: request.target)
+            let unreachable = Self.adminError(503, "the upstream of \(name) is unreachable")
             completion = { stats in
                 if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
                     out.respond(unreachable)
@@ -145,19 +129,23 @@ extension Router {
             }
         }
         guard service.upload(completion: completion) else {
-            out.respond(errorResponse(409, "an upload of \(name) is already running", target: request.target))
+            out.respond(Self.adminError(409, "an upload of \(name) is already running"))
             return
         }
         if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
     }
 
     /// `odata.services` of `/_mirrorgate/status`.
-    func odataStatus() -> JSON {
-        var services = JSONObject()
-        for s in odata.sorted(by: { $0.settings.name < $1.settings.name }) {
-            services[s.settings.name] =
-                s.service?.status() ?? ["reachable": .bool(s.reachability.isReachable)]
+    func odataStatus(_ services: ServiceSet) -> JSON {
+        var result = JSONObject()
+        for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            var entry = s.service?.status() ?? JSON.object(JSONObject())
+            if var o = entry.objectValue {
+                o["reachable"] = s.reachability.knownReachability.map { .bool($0) } ?? .null
+                entry = .object(o)
+            }
+            result[s.settings.name] = entry
         }
-        return ["services": .object(services)]
+        return ["services": .object(result)]
     }
 }
