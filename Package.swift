@@ -96,7 +96,7 @@ let package = Package(
             name: "Mirrorgate",
             dependencies: [
                 "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
-                "AlgoliaGateway", "ODataGateway", "JSONCore", "SearchEngine",
+                "AlgoliaGateway", "ODataGateway", "ODataCore", "JSONCore", "SearchEngine",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -166,8 +166,13 @@ struct ManualBuilds: Sendable {
     }
 
     static func check(_ objects: [JSON], what: String) throws(BuildError) {
-        for (i, o) in objects.enumerated() where o.objectValue == nil {
-            throw BuildError(description: "\(what)[\(i)] is not a JSON object")
+        for (i, o) in objects.enumerated() {
+            guard let record = o.objectValue else {
+                throw BuildError(description: "\(what)[\(i)] is not a JSON object")
+            }
+            guard let id = record["objectID"]?.stringValue, !id.isEmpty else {
+                throw BuildError(description: "\(what)[\(i)] has no objectID (a non-empty string)")
+            }
         }
     }
 
@@ -205,6 +210,11 @@ struct ManualBuilds: Sendable {
             throw BuildError(
                 description: "give either settings/objects or settingsFile/objectFiles, not both")
         }
+        // A build replaces the whole index: an empty one only when asked for in so many words.
+        if o["objects"] == nil && o["objectFiles"] == nil {
+            throw BuildError(
+                description: "objects (a list; [] for an empty index) or objectFiles is required")
+        }
         if files {
             func path(_ key: String) throws(BuildError) -> String? {
                 switch o[key] {
@@ -240,6 +250,9 @@ struct ManualBuilds: Sendable {
         case nil, .null?: break
         case .array(let a)?: synonyms = a
         default: throw BuildError(description: "synonyms must be an array")
+        }
+        for (i, synonym) in synonyms.enumerated() where synonym.objectValue == nil {
+            throw BuildError(description: "synonyms[\(i)] is not a JSON object")
         }
         return .inline(settings: settings, synonyms: synonyms, objects: objects)
     }

@@ -33,10 +33,20 @@ extension Router {
                 return
             }
         }
-        if path.hasPrefix("/_mirrorgate/odata/"), !path.hasPrefix(Self.odataServices),
-            odataArchiveService(request, out)
-        {
-            return
+        if path.hasPrefix("/_mirrorgate/odata/"), !path.hasPrefix(Self.odataServices) {
+            // An OData service of its own: reads, and DELETE of an ErrorArchive entry.
+            let allow = path.contains("ErrorArchive(") ? "GET, HEAD, DELETE" : "GET, HEAD"
+            if !allow.split(separator: ",").contains(where: {
+                $0.trimmingCharacters(in: .whitespaces) == request.method
+            }) {
+                var r = ODataError.response(
+                    405, code: "MethodNotAllowed", "method \(request.method) not allowed on \(path)",
+                    version: .v4)
+                r.headers.set("Allow", allow)
+                out.respond(r)
+                return
+            }
+            if odataArchiveService(request, out) { return }
         }
         guard let allowed = Self.adminMethods(path) else {
             out.respond(Self.adminError(404, "no admin route \(request.method) \(path)"))
@@ -44,6 +54,11 @@ extension Router {
         }
         guard request.method == allowed else {
             out.respond(Self.methodNotAllowed(request, allow: allowed))
+            return
+        }
+        let waitValue = request.queryValue("wait")
+        guard waitValue == nil || waitValue == "true" || waitValue == "false" else {
+            out.respond(Self.adminError(400, "wait must be true or false"))
             return
         }
         switch path {

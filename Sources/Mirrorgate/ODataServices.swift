@@ -4,6 +4,7 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import ODataCore
 import ODataGateway
 import Upstream
 
@@ -147,5 +148,37 @@ extension Router {
             result[s.settings.name] = entry
         }
         return ["services": .object(result)]
+    }
+}
+
+extension Router {
+    /// `GET {mount}/$openapi`: the mount described as OpenAPI 3, generated from the cached `$metadata`
+    /// (``ODataOpenAPI``); 503 while no `$metadata` was ever cached, 405 (with `Allow`) for other methods.
+    /// False when the request is not addressed to it.
+    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataForwarder, _ out: any Responder) -> Bool {
+        let mount = forwarder.settings.mount
+        guard request.path == mount + "$openapi" || request.path == mount + "%24openapi" else { return false }
+        let version = forwarder.settings.version ?? .v4
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var r = ODataGateway.ODataError.response(
+                405, code: "MethodNotAllowed", "use GET for $openapi", version: version)
+            r.headers.set("Allow", "GET, HEAD")
+            out.respond(r)
+            return true
+        }
+        guard let model = forwarder.service?.mirror.model?.model else {
+            out.respond(
+                ODataGateway.ODataError.response(
+                    503, code: "NoMetadata",
+                    "no $metadata of this service is cached yet: it is fetched when the upstream first answers",
+                    version: version))
+            return true
+        }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        let doc = ODataOpenAPI.document(
+            model: model, serviceRoot: "http://\(host)\(mount)",
+            title: "\(forwarder.settings.name) (Mirrorgate)")
+        out.respond(.json(200, doc.serialized()))
+        return true
     }
 }

@@ -167,6 +167,7 @@ final class Router: HTTPHandler {
         case .algolia:
             services.algolia.handle(request, out)
         case .odata(let service):
+            if odataOpenAPI(request, service, out) { return }
             service.handle(request, out)
         case .admin:
             admin(request, services, out)

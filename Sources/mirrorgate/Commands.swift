@@ -145,7 +145,7 @@ struct Serve: ParsableCommand {
             () throws(ConfigError) -> MirrorgateConfiguration in
             var fresh: MirrorgateConfiguration
             do {
-                fresh = try options.load(fileChecks: []).0
+                fresh = try options.load(fileChecks: .bootstrapFiles).0
                 try overrides(&fresh)
             } catch let error as ConfigError {
                 throw error
