@@ -53,7 +53,13 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(
+            name: "Storage",
+            dependencies: [
+                "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
         // Relaying upstream responses to server responses (shared by both APIs).
         .target(
             name: "Proxying",
@@ -110,6 +116,7 @@ let package = Package(
                 "Mirrorgate", "AlgoliaGateway", "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream",
                 "GatewayConfig", "JSONCore", "SearchEngine", .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [.copy("Resources/OData")],
             swiftSettings: strict),
         .executableTarget(
             name: "mirrorgate",
@@ -144,7 +151,9 @@ let package = Package(
         .testTarget(
             name: "ODataGatewayTests",
             dependencies: [
-                "ODataGateway", "ODataCore", "JSONCore", "Storage", "HTTPCore", "GatewaySupport", "Upstream",
+                "ODataGateway", "MirrorgateTesting", "ODataCore", "JSONCore", "Storage", "HTTPCore",
+                "GatewaySupport",
+                "Upstream",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -2,7 +2,7 @@
 # Installs what Mirrorgate needs on a Debian machine and builds the release binary. Idempotent: apt packages
 # are installed only when missing; the build is incremental.
 #   bash scripts/setup.sh            # the demo: the C libraries' -dev packages, libxml2, pkg-config; build
-#   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, prometheus for
+#   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, sqlite3, prometheus for
 #                                    #   promtool, and for scripts/test-install.sh: man-db, groff, zsh, fish,
 #                                    #   systemd-analyze)
 #   bash scripts/setup.sh --bench    # also nginx and wrk for bench/ (nginx's service is not started)
@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # libxml2: FoundationXML (OData $metadata) loads it at start; a minimal Debian may lack it.
 PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2 pkg-config)
-TEST_PACKAGES=(python3-venv prometheus man-db groff-base bsdextrautils zsh fish systemd)
+TEST_PACKAGES=(python3-venv sqlite3 prometheus man-db groff-base bsdextrautils zsh fish systemd)
 BENCH_PACKAGES=(nginx wrk)
 BENCH=0
 QUIET_SERVICES=0

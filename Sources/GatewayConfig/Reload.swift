@@ -29,7 +29,7 @@ public struct ConfigurationReload: Sendable, Equatable {
     /// Keys that a running gateway cannot change.
     public static let restartOnlyKeys = [
         "server.listen", "server.allowRemote", "server.maxBodySize", "server.maxConnections",
-        "server.requestTimeout", "dataDir",
+        "server.requestTimeout", "dataDir", "algolia.storeEncryptionKey", "odata.services.*.storeEncryptionKey",
     ]
 
     /// Compares the running configuration with a newly loaded one. Only the keys this type knows to be
@@ -43,7 +43,12 @@ public struct ConfigurationReload: Sendable, Equatable {
         effective.log = loaded.log
         effective.policies = loaded.policies
         effective.algolia = loaded.algolia
+        effective.algolia.storeEncryptionKey = running.algolia.storeEncryptionKey
         effective.odata = loaded.odata
+        // An open store keeps its key: `mirrorgate rekey` changes it, with the gateway stopped.
+        for (name, service) in running.odata.services where effective.odata.services[name] != nil {
+            effective.odata.services[name]!.storeEncryptionKey = service.storeEncryptionKey
+        }
         effective.baseDirectory = loaded.baseDirectory
         var restart: [String] = []
         var check = effective
@@ -57,6 +62,14 @@ public struct ConfigurationReload: Sendable, Equatable {
         restartOnly("server.maxConnections", \.server.maxConnections)
         restartOnly("server.requestTimeout", \.server.requestTimeout)
         restartOnly("dataDir", \.dataDir)
+        restartOnly("algolia.storeEncryptionKey", \.algolia.storeEncryptionKey)
+        for (name, service) in running.odata.services.sorted(by: { $0.key < $1.key }) {
+            guard let new = loaded.odata.services[name] else { continue }
+            if new.storeEncryptionKey != service.storeEncryptionKey {
+                restart.append("odata.services.\(name).storeEncryptionKey")
+            }
+            check.odata.services[name]!.storeEncryptionKey = new.storeEncryptionKey
+        }
         if check != loaded { restart.append("other keys") }
         self.effective = effective
         self.restartRequired = restart

@@ -39,7 +39,7 @@ extension Router {
             if !allow.split(separator: ",").contains(where: {
                 $0.trimmingCharacters(in: .whitespaces) == request.method
             }) {
-                var r = ODataError.response(
+                var r = ODataServiceError.response(
                     405, code: "MethodNotAllowed", "method \(request.method) not allowed on \(path)",
                     version: .v4)
                 r.headers.set("Allow", allow)

@@ -37,13 +37,18 @@ public final class Gateway: Sendable {
     let logger: Logger
     let odataPool: WorkerPool
     let publish: @Sendable (String, JSON) -> Void
+    /// Held while the gateway runs: `mirrorgate rekey` does not rewrite stores under it.
+    let dataDirLock: DataDirectoryLock
+    /// The stores' paths and encryption (the Algolia stores' key is fixed at start).
+    let layout: StoreLayout
     /// Re-reads the configuration for a reload (the file, with the command line's overrides).
     let source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)?
     /// Held while a reload runs (a second one gets 409).
     let reloading = Mutex<Bool>(false)
 
-    /// Starts serving. Creates `dataDir` (mode 0700) if needed. `source` re-reads the configuration on
-    /// ``reload()`` (nil: reloads are refused).
+    /// Starts serving. Creates `dataDir` (mode 0700) if needed; opens the stores with their configured
+    /// encryption (a wrong key, or a store encrypted or not against the configuration, stops the start).
+    /// `source` re-reads the configuration on ``reload()`` (nil: reloads are refused).
     public init(
         configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate"),
         source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)? = nil
@@ -51,6 +56,20 @@ public final class Gateway: Sendable {
         self.logger = logger
         self.source = source
         try Self.prepareDataDir(configuration.dataDir)
+        do {
+            dataDirLock = try DataDirectoryLock(directory: configuration.dataDir, exclusive: false)
+        } catch {
+            throw GatewayStartError(description: "\(error)")
+        }
+        let layout: StoreLayout
+        do {
+            layout = try StoreLayout(configuration: configuration)
+            try layout.verifyKeys()
+        } catch {
+            throw GatewayStartError(
+                description: "cannot open the stores in \(configuration.dataDir):\n\(error)")
+        }
+        self.layout = layout
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
@@ -67,18 +86,22 @@ public final class Gateway: Sendable {
         self.publish = publish
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         self.odataPool = odataPool
-        var services: [ODataForwarder] = []
+        var services: [ODataService] = []
         for name in configuration.odata.services.keys.sorted() {
             services.append(
-                try ODataServices.make(
-                    name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
-                    events: publish))
+                try ODataAssembly.make(
+                    name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
+                    client: client, pool: odataPool, events: publish))
         }
         let store: IndexStore?
         let state: DatabasePool
         do {
-            store = Self.needsStore(configuration) ? try IndexStore(directory: configuration.dataDir) : nil
-            state = try DatabasePool(path: configuration.dataDir + "/state.sqlite", readers: 1)
+            store =
+                Self.needsStore(configuration)
+                ? try IndexStore(directory: configuration.dataDir, encryption: layout.search.encryption) : nil
+            state = try DatabasePool(
+                path: layout.state.path, options: DatabaseOptions(encryption: layout.state.encryption),
+                readers: 1)
         } catch {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")
@@ -159,7 +182,7 @@ public final class Gateway: Sendable {
     }
 
     /// Publishes the reachability changes of an OData upstream as admin events.
-    static func announce(_ s: ODataForwarder, _ publish: @escaping @Sendable (String, JSON) -> Void) {
+    static func announce(_ s: ODataService, _ publish: @escaping @Sendable (String, JSON) -> Void) {
         s.reachability.onChange { up in
             publish(
                 "reachabilityChanged",

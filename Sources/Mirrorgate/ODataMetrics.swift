@@ -48,10 +48,7 @@ extension Router {
         let rest = request.path.dropFirst(prefix.count)
         let name = String(rest.prefix { $0 != "/" })
         guard name != "services", !name.isEmpty,
-            let service = odata.first(where: {
-                $0.settings.name == FormCodec.percentDecode(Substring(name))
-            })?
-            .service
+            let service = odata.first(where: { $0.settings.name == FormCodec.percentDecode(Substring(name)) })
         else { return false }
         var path = rest.dropFirst(name.count)
         if path.hasPrefix("/") { path = path.dropFirst() }

@@ -10,7 +10,7 @@ extension Router {
     /// Refreshes the gauges and renders the exposition.
     func renderMetrics(_ services: ServiceSet) -> [UInt8] {
         for s in services.odata {
-            if let service = s.service { ODataMetrics.update(service, name: s.settings.name) }
+            ODataMetrics.update(s, name: s.settings.name)
         }
         var build = ScrapeFamily(
             name: "mirrorgate_build_info", type: "gauge",
@@ -36,7 +36,7 @@ extension Router {
             }
         }
         for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
-            guard let service = s.service else { continue }
+            let service = s
             if let text = service.mirror.lastDownloadAt, let at = Self.parseRFC3339(text) {
                 ages.samples.append(
                     ([("mirror", "odata:\(s.settings.name)")], max(0, now.timeIntervalSince(at))))

@@ -124,9 +124,22 @@ extension Gateway {
                 return .failed("\(error)")
             }
         }
-        var odata: [ODataForwarder] = []
-        var retired: [ODataForwarder] = []
-        var added: [ODataForwarder] = []
+        var odata: [ODataService] = []
+        var retired: [ODataService] = []
+        var added: [ODataService] = []
+        // The stores of added and changed services (their keys derived once per reload that needs them).
+        let needsLayout = next.odata.services.keys.contains { name in
+            !running.odata.contains { $0.settings.name == name } || Self.odataChanged(name, running.configuration, next)
+        }
+        var nextLayout = layout
+        if needsLayout {
+            do {
+                nextLayout = try StoreLayout(configuration: next)
+                try nextLayout.verifyKeys()
+            } catch {
+                return .failed("\(error)")
+            }
+        }
         for name in next.odata.services.keys.sorted() {
             let old = running.odata.first { $0.settings.name == name }
             if let old, !Self.odataChanged(name, running.configuration, next) {
@@ -139,15 +152,18 @@ extension Gateway {
                 retired.append(old)
             }
             do {
-                let made = try ODataServices.make(
-                    name: name, configuration: next, loop: loop, client: client, pool: odataPool,
+                guard let store = nextLayout.odata[name] else {
+                    throw GatewayStartError(description: "no store for the OData service \(name)")
+                }
+                let made = try ODataAssembly.make(
+                    name: name, configuration: next, store: store, loop: loop, client: client, pool: odataPool,
                     events: publish)
                 Self.announce(made, publish)
                 odata.append(made)
                 added.append(made)
             } catch {
                 for s in added {
-                    s.service?.stop()
+                    s.stop()
                     s.reachability.stop()
                 }
                 restoreStopped(retired, running)
@@ -165,7 +181,7 @@ extension Gateway {
             algolia.upstream?.reachability.probeNow()
         }
         for old in retired {
-            old.service?.stop()
+            old.stop()
             old.reachability.stop()
         }
         for s in added { s.reachability.probeNow() }
@@ -183,14 +199,14 @@ extension Gateway {
     }
 
     /// After a failed reload: reopens, with the running settings, the services it had stopped.
-    private func restoreStopped(_ stopped: [ODataForwarder], _ running: ServiceSet) {
+    private func restoreStopped(_ stopped: [ODataService], _ running: ServiceSet) {
         guard !stopped.isEmpty else { return }
         var odata = running.odata
         for old in stopped {
-            guard
-                let again = try? ODataServices.make(
-                    name: old.settings.name, configuration: running.configuration, loop: loop, client: client,
-                    pool: odataPool, events: publish),
+            guard let store = layout.odata[old.settings.name],
+                let again = try? ODataAssembly.make(
+                    name: old.settings.name, configuration: running.configuration, store: store, loop: loop,
+                    client: client, pool: odataPool, events: publish),
                 let i = odata.firstIndex(where: { $0 === old })
             else { continue }
             Self.announce(again, publish)
@@ -203,8 +219,8 @@ extension Gateway {
 
     /// Stops `forwarder`'s service and waits (at most twice its timeout, at least 10 s) until no upload or
     /// download of it runs.
-    private func quiesce(_ forwarder: ODataForwarder) {
-        guard let service = forwarder.service else { return }
+    private func quiesce(_ service: ODataService) {
+        let forwarder = service
         service.stop()
         let limit = max(forwarder.settings.timeout * 2, .seconds(10))
         let deadline = ContinuousClock.now + limit

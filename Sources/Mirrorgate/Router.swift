@@ -17,10 +17,10 @@ struct ServiceSet: Sendable {
     let configuration: MirrorgateConfiguration
     let algolia: AlgoliaService
     /// OData services, longest mount first (so that nested mounts route to the most specific one).
-    let odata: [ODataForwarder]
+    let odata: [ODataService]
     let allowedOrigins: Set<String>
 
-    init(configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataForwarder]) {
+    init(configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataService]) {
         self.configuration = configuration
         self.algolia = algolia
         self.odata = odata.sorted { $0.settings.mount.count > $1.settings.mount.count }
@@ -60,7 +60,7 @@ final class Router: HTTPHandler {
     /// The configuration in force.
     var configuration: MirrorgateConfiguration { services.configuration }
     var algolia: AlgoliaService { services.algolia }
-    var odata: [ODataForwarder] { services.odata }
+    var odata: [ODataService] { services.odata }
 
     /// Installs the services of a reload; returns the previous ones.
     func replace(_ services: ServiceSet) -> ServiceSet {
@@ -75,7 +75,7 @@ final class Router: HTTPHandler {
         s.algolia.stop()
         for o in s.odata {
             o.reachability.stop()
-            o.service?.stop()
+            o.stop()
         }
     }
 
@@ -83,7 +83,7 @@ final class Router: HTTPHandler {
 
     enum Route {
         case algolia
-        case odata(ODataForwarder)
+        case odata(ODataService)
         case admin
         case metrics
         case none
@@ -124,7 +124,7 @@ final class Router: HTTPHandler {
         case .algolia:
             return services.algolia.errorResponse(status, message)
         case .odata(let service):
-            return ODataError.response(
+            return ODataServiceError.response(
                 status,
                 code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
                 message,

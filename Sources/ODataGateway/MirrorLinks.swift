@@ -129,10 +129,11 @@ extension ODataMirror {
                 let columns =
                     [#""_dr" TEXT NOT NULL"#]
                     + link.sourceKey.map {
-                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " " + sqlType($0.type) + " NOT NULL"
+                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)
+                            + " NOT NULL"
                     }
                     + link.targetKey.map {
-                        q(MirrorLinkNavigation.targetColumn($0.name)) + " " + sqlType($0.type)
+                        q(MirrorLinkNavigation.targetColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)
                     }
                 try db.execute(
                     "CREATE TABLE IF NOT EXISTS \(q(link.table)) (\(columns.joined(separator: ", ")))")
@@ -194,7 +195,7 @@ extension ODataMirror {
         {
             var out: [SQLValue] = []
             for k in key {
-                let v = columnValue(lookup(props, [k.name]), k.type, m.version)
+                let v = MirrorColumn.columnValue(MirrorColumn.lookup(props, [k.name]), k.type, m.version)
                 if case .null = v { return nil }
                 out.append(v)
             }
@@ -251,16 +252,5 @@ struct MirrorSQLMapping: SQLMapping {
 
     func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding {
         base.binding(for: literal, type: type)
-    }
-}
-
-extension ODataService {
-    /// ``ingest(_:set:type:model:into:links:)`` without keeping the links.
-    static func ingest(
-        _ object: [(String, RawJSON)], set: String, type: String, model m: MirrorModel,
-        into rows: inout [String: [MirrorEntity]]
-    ) {
-        var links: [MirrorLinkRecord] = []
-        ingest(object, set: set, type: type, model: m, into: &rows, links: &links)
     }
 }

@@ -106,6 +106,13 @@ public final class ODataRequestQueue: Sendable {
     /// Number of queued requests.
     public var count: Int { pending.withLock { $0.values.reduce(0, +) } }
 
+    /// Inside a transaction on the mirror file: whether any request is queued (for a download that must
+    /// not overwrite local changes).
+    static func hasQueued(_ db: Database) throws -> Bool {
+        try db.scalar(#"SELECT 1 FROM sqlite_master WHERE type='table' AND name='_mg_queue'"#) != nil
+            && db.scalar(#"SELECT 1 FROM "_mg_queue" LIMIT 1"#) != nil
+    }
+
     /// Whether requests for `set` are queued.
     public func holds(_ set: String) -> Bool { pending.withLock { ($0[set] ?? 0) > 0 } }
 
@@ -283,7 +290,7 @@ public final class ODataRequestQueue: Sendable {
             var newURL = url.replacingOccurrences(of: set + old, with: set + new)
             var body = String(decoding: r[2].bytes ?? [], as: UTF8.self)
             body = body.replacingOccurrences(of: set + old, with: set + new)
-            if let stringKey, let serverString = Self.unquote(new) {
+            if let stringKey, let serverString = ODataKeyText.unquote(new) {
                 newURL = newURL.replacingOccurrences(of: stringKey, with: serverString)
                 body = body.replacingOccurrences(of: stringKey, with: serverString)
             }
@@ -303,11 +310,5 @@ public final class ODataRequestQueue: Sendable {
                 #"SELECT serverKey FROM "_mg_keymap" WHERE entitySet = ? AND localKey = ?"#,
                 [.text(set), .text(local)])
         }) ?? nil)?.string
-    }
-
-    /// `('abc')` → `abc`; nil for other predicates.
-    static func unquote(_ predicate: String) -> String? {
-        guard predicate.hasPrefix("('"), predicate.hasSuffix("')") else { return nil }
-        return String(predicate.dropFirst(2).dropLast(2)).replacingOccurrences(of: "''", with: "'")
     }
 }

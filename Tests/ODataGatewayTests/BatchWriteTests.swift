@@ -4,89 +4,17 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import MirrorgateTesting
 import Storage
 import Testing
 import Upstream
 
 @testable import ODataGateway
 
-private let metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Customer">
-            <Key><PropertyRef Name="CustomerID"/></Key>
-            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String"/>
-            <NavigationProperty Name="Orders" Type="Collection(S.Order)" Partner="Customer"/>
-          </EntityType>
-          <EntityType Name="Order">
-            <Key><PropertyRef Name="OrderID"/></Key>
-            <Property Name="OrderID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="CustomerID" Type="Edm.String"/>
-            <Property Name="Freight" Type="Edm.Decimal" Scale="2"/>
-            <NavigationProperty Name="Customer" Type="S.Customer" Partner="Orders">
-              <ReferentialConstraint Property="CustomerID" ReferencedProperty="CustomerID"/>
-            </NavigationProperty>
-          </EntityType>
-          <EntityContainer Name="C">
-            <EntitySet Name="Customers" EntityType="S.Customer">
-              <NavigationPropertyBinding Path="Orders" Target="Orders"/>
-            </EntitySet>
-            <EntitySet Name="Orders" EntityType="S.Order">
-              <NavigationPropertyBinding Path="Customer" Target="Customers"/>
-            </EntitySet>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
-private let metadataV2 = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
-      xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
-      <edmx:DataServices m:DataServiceVersion="2.0">
-        <Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
-          <EntityType Name="Customer">
-            <Key><PropertyRef Name="CustomerID"/></Key>
-            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String"/>
-            <NavigationProperty Name="Orders" Relationship="S.CustomerOrders" FromRole="C" ToRole="O"/>
-          </EntityType>
-          <EntityType Name="Order">
-            <Key><PropertyRef Name="OrderID"/></Key>
-            <Property Name="OrderID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="CustomerID" Type="Edm.String"/>
-            <Property Name="Freight" Type="Edm.Decimal" Precision="10" Scale="2"/>
-            <NavigationProperty Name="Customer" Relationship="S.CustomerOrders" FromRole="O" ToRole="C"/>
-          </EntityType>
-          <Association Name="CustomerOrders">
-            <End Type="S.Customer" Multiplicity="0..1" Role="C"/>
-            <End Type="S.Order" Multiplicity="*" Role="O"/>
-            <ReferentialConstraint>
-              <Principal Role="C"><PropertyRef Name="CustomerID"/></Principal>
-              <Dependent Role="O"><PropertyRef Name="CustomerID"/></Dependent>
-            </ReferentialConstraint>
-          </Association>
-          <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
-            <EntitySet Name="Customers" EntityType="S.Customer"/>
-            <EntitySet Name="Orders" EntityType="S.Order"/>
-            <AssociationSet Name="CustomerOrdersSet" Association="S.CustomerOrders">
-              <End EntitySet="Customers" Role="C"/>
-              <End EntitySet="Orders" Role="O"/>
-            </AssociationSet>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
 /// A localFirst service whose upstream never answers, mirrored from bootstrap files.
 private func makeService(v2: Bool = false) throws -> ODataService {
     try makeBootstrappedService(
-        "odbatch", metadata: v2 ? metadataV2 : metadata,
+        "odbatch", metadata: v2 ? ODataFixtures.customersOrdersV2 : ODataFixtures.customersOrdersV4,
         data: [
             "Customers":
                 #"{"value":[{"CustomerID":"ALFKI","Name":"Alfreds"},{"CustomerID":"BONAP","Name":"Bon"}]}"#,
@@ -100,8 +28,8 @@ private func text(_ r: HTTPResponse) -> String { bodyText(r) }
 private func get(_ service: ODataService, _ target: String) -> (Int, String) { localGET(service, target) }
 
 private func batch(_ service: ODataService, _ body: String, contentType: String) -> HTTPResponse {
-    service.batchWriteResponse(
-        HTTPRequest(
+    service.writer.batchResponse(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/$batch", headers: ["Host": "gw", "Content-Type": contentType],
             body: Array(body.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
 }
@@ -155,7 +83,7 @@ private let changeset = """
     """
 
 @Test func multipartChangesetsParseWithContentIDsAndBodies() throws {
-    let items = try BatchChanges.multipart(
+    let items = try ODataBatchCodec.multipart(
         Array(changeset.replacingOccurrences(of: "\n", with: "\r\n").utf8),
         contentType: "multipart/mixed; boundary=b")
     #expect(items.count == 2)
@@ -170,12 +98,12 @@ private let changeset = """
     #expect(parts[3].body.isEmpty)
     #expect(parts[0].headers["content-type"] == "application/json")
     #expect(read.method == "GET" && read.url == "Customers('NEWCO')/Orders")
-    #expect(BatchChanges.hasChanges(items))
+    #expect(ODataBatchCodec.hasChanges(items))
     // A GET inside a changeset is not allowed.
     let bad =
         "--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\nContent-Type: application/http\r\n\r\nGET Customers HTTP/1.1\r\n\r\n\r\n--c--\r\n--b--\r\n"
-    #expect(throws: LocalBatch.Failure.self) {
-        try BatchChanges.multipart(Array(bad.utf8), contentType: "multipart/mixed; boundary=b")
+    #expect(throws: ODataBatchCodec.Failure.self) {
+        try ODataBatchCodec.multipart(Array(bad.utf8), contentType: "multipart/mixed; boundary=b")
     }
 }
 
@@ -187,7 +115,7 @@ private let changeset = """
           {"id":"3","method":"GET","url":"Customers('X')","dependsOn":["g"]}
         ]}
         """
-    let items = try BatchChanges.json(Array(body.utf8))
+    let items = try ODataBatchCodec.json(Array(body.utf8))
     #expect(items.count == 2)
     guard case .changeset(let parts, "g") = items[0], case .single(let read) = items[1] else {
         Issue.record("unexpected items \(items)")
@@ -202,16 +130,16 @@ private let changeset = """
           {"id":"2","method":"DELETE","url":"Orders(2)"},
           {"id":"3","atomicityGroup":"g","method":"DELETE","url":"Orders(3)"}]}
         """
-    #expect(throws: LocalBatch.Failure.self) { try BatchChanges.json(Array(split.utf8)) }
+    #expect(throws: ODataBatchCodec.Failure.self) { try ODataBatchCodec.json(Array(split.utf8)) }
 }
 
 @Test func contentIDReferencesResolveInURLsAndLinkValues() {
     let refs = ["1": "Customers('local-a')", "2": "Orders(-1)"]
-    #expect(BatchChanges.resolveURL("$1/Orders", refs) == "Customers('local-a')/Orders")
-    #expect(BatchChanges.resolveURL("$2", refs) == "Orders(-1)")
-    #expect(BatchChanges.resolveURL("$9/Orders", refs) == "$9/Orders")
-    #expect(BatchChanges.resolveURL("Customers", refs) == "Customers")
-    let body = BatchChanges.resolveBody(
+    #expect(ODataBatchCodec.resolveURL("$1/Orders", refs) == "Customers('local-a')/Orders")
+    #expect(ODataBatchCodec.resolveURL("$2", refs) == "Orders(-1)")
+    #expect(ODataBatchCodec.resolveURL("$9/Orders", refs) == "$9/Orders")
+    #expect(ODataBatchCodec.resolveURL("Customers", refs) == "Customers")
+    let body = ODataBatchCodec.resolveBody(
         Array(#"{"Freight":1,"Customer@odata.bind":"$1","Note":"$2","X":{"__metadata":{"uri":"$2"}}}"#.utf8),
         refs)
     #expect(
@@ -284,23 +212,24 @@ private let changeset = """
 
 @Test func createThroughANavigationAndDeepInsertSetForeignKeys() throws {
     let service = try makeService()
-    let viaNav = service.localWriteResponse(
-        HTTPRequest(
+    let viaNav = service.writer.response(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/Customers('ALFKI')/Orders",
             headers: ["Host": "gw", "Content-Type": "application/json"], body: Array(#"{"Freight":4}"#.utf8)))
     #expect(viaNav.status == 201)
     #expect(text(viaNav).contains(#""CustomerID":"ALFKI""#))
     #expect(get(service, "/odata/s/Customers('ALFKI')/Orders/$count").1 == "2")
     #expect(
-        service.localWriteResponse(
-            HTTPRequest(
-                method: "POST", target: "/odata/s/Customers('NOONE')/Orders",
-                headers: ["Host": "gw", "Content-Type": "application/json"],
-                body: Array(#"{"Freight":4}"#.utf8))
+        service.writer.response(
+            to:
+                HTTPRequest(
+                    method: "POST", target: "/odata/s/Customers('NOONE')/Orders",
+                    headers: ["Host": "gw", "Content-Type": "application/json"],
+                    body: Array(#"{"Freight":4}"#.utf8))
         ).status == 404)
 
-    let deep = service.localWriteResponse(
-        HTTPRequest(
+    let deep = service.writer.response(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/Customers",
             headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(#"{"CustomerID":"DEEP1","Name":"Deep","Orders":[{"Freight":1},{"Freight":2}]}"#.utf8))
@@ -317,8 +246,8 @@ private let changeset = """
     #expect(String(decoding: rows[1][2].bytes ?? [], as: UTF8.self).contains(#""Orders":[{"Freight":1}"#))
 
     // A deep insert whose nested entity cannot be stored leaves nothing behind.
-    let dup = service.localWriteResponse(
-        HTTPRequest(
+    let dup = service.writer.response(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/Customers",
             headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(#"{"CustomerID":"DEEP2","Orders":[{"OrderID":1,"Freight":1}]}"#.utf8)))
@@ -327,8 +256,8 @@ private let changeset = """
     #expect(service.queue.count == 2)
 
     // `@odata.bind` sets the foreign key.
-    let bound = service.localWriteResponse(
-        HTTPRequest(
+    let bound = service.writer.response(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/Orders",
             headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(#"{"Freight":9,"Customer@odata.bind":"Customers('BONAP')"}"#.utf8)))
@@ -354,14 +283,15 @@ private let changeset = """
             #"{"Freight":1,"Customer@odata.bind":"http://gw/odata/s/Customers('local-a')"}"#, "2", "(-1)"),
         row("PATCH", "Orders", "Orders(-1)", #"{"Freight":2}"#, "3", nil),
     ]
-    let parts = ODataService.uploadParts(
+    let parts = ODataUploader.uploadParts(
         rows, map: ODataURLMap(gatewayRoot: "http://gw/odata/s/", upstreamRoot: "http://up/svc/"),
         upstreamRoot: "http://up/svc/")
     #expect(parts.map(\.url) == ["Customers", "$1/Orders", "$2"])
     #expect(String(decoding: parts[1].body, as: UTF8.self) == #"{"Freight":1,"Customer@odata.bind":"$1"}"#)
     let body = String(
-        decoding: BatchChanges.changesetBody(parts, boundary: "b", changesetBoundary: "c"), as: UTF8.self)
-    let reparsed = try? BatchChanges.multipart(Array(body.utf8), contentType: "multipart/mixed; boundary=b")
+        decoding: ODataBatchCodec.changesetBody(parts, boundary: "b", changesetBoundary: "c"), as: UTF8.self)
+    let reparsed = try? ODataBatchCodec.multipart(
+        Array(body.utf8), contentType: "multipart/mixed; boundary=b")
     guard case .changeset(let back, _)? = reparsed?.first else {
         Issue.record("does not parse back: \(body)")
         return
@@ -384,18 +314,18 @@ private let changeset = """
         row("POST", "Orders", "Orders", "{}", "('local-a')"),
         row("PATCH", "Orders", "Orders('7')", "{}", nil),
     ]
-    #expect(ODataService.v2ChangesetCut(independent) == 2)
+    #expect(ODataUploader.v2ChangesetCut(independent) == 2)
     let dependent =
         independent + [
             row("POST", "Items", "Orders('local-a')/ToItems", "{}", nil),
             row("DELETE", "Orders", "Orders('8')", "", nil),
         ]
-    #expect(ODataService.v2ChangesetCut(dependent) == 2)
+    #expect(ODataUploader.v2ChangesetCut(dependent) == 2)
     let bound = [
         row("POST", "Orders", "Orders", "{}", "('local-a')"),
         row("POST", "Notes", "Notes", #"{"Order":{"__metadata":{"uri":"Orders('local-a')"}}}"#, nil),
     ]
-    #expect(ODataService.v2ChangesetCut(bound) == 1)
+    #expect(ODataUploader.v2ChangesetCut(bound) == 1)
 }
 
 @Test func changesetResponsesParse() {
@@ -422,7 +352,7 @@ private let changeset = """
         --r--\r
 
         """
-    let items = BatchChanges.responses(Array(body.utf8), contentType: "multipart/mixed; boundary=r")
+    let items = ODataBatchCodec.responses(Array(body.utf8), contentType: "multipart/mixed; boundary=r")
     #expect(items?.count == 1)
     #expect(items?.first?.map(\.status) == [201, 204])
     #expect(items?.first?.first?.headers["location"] == "http://up/svc/Customers('S1')")
@@ -432,7 +362,7 @@ private let changeset = """
     let failed =
         "--r\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 400 Bad Request\r\n\r\n{}\r\n--r--\r\n"
     #expect(
-        BatchChanges.responses(Array(failed.utf8), contentType: "multipart/mixed; boundary=r")?.first?.map(
+        ODataBatchCodec.responses(Array(failed.utf8), contentType: "multipart/mixed; boundary=r")?.first?.map(
             \.status)
             == [400])
 }
@@ -469,24 +399,22 @@ private let changeset = """
 
 @Test func anUploadedDeepInsertTakesTheNestedServerKeysFromTheResponse() throws {
     let service = try makeService()
-    let created = service.localWriteResponse(
-        HTTPRequest(
+    let created = service.writer.response(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/Customers",
             headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(#"{"CustomerID":"DEEP9","Orders":[{"Freight":1},{"Freight":2}]}"#.utf8)))
     #expect(created.status == 201)
-    let later = service.localWriteResponse(
-        HTTPRequest(
+    let later = service.writer.response(
+        to: HTTPRequest(
             method: "PATCH", target: "/odata/s/Orders(-2)",
             headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(#"{"Freight":5}"#.utf8)))
     #expect(later.status == 204)
     let row = try #require(try service.queue.first())
     let response = #"{"CustomerID":"DEEP9","Orders":[{"OrderID":501,"CustomerID":"DEEP9","Freight":1}]}"#
-    try service.mirror.pool.write { db in
-        try db.transaction(.immediate) {
-            try service.recordUploaded(row, body: Array(response.utf8), location: nil, in: db)
-        }
+    try service.mirror.write { w in
+        try service.uploader.recordUploaded(row, body: Array(response.utf8), location: nil, in: w)
     }
     // The first nested order has its server key; the second (absent from the response) left the mirror until
     // the download brings it; the later PATCH now names the server key.
@@ -524,8 +452,8 @@ private let changeset = """
 private func send(_ service: ODataService, _ method: String, _ target: String, _ body: String = "")
     -> HTTPResponse
 {
-    service.localWriteResponse(
-        HTTPRequest(
+    service.writer.response(
+        to: HTTPRequest(
             method: method, target: target, headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(body.utf8)))
 }

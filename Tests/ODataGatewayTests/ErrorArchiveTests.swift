@@ -4,6 +4,7 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import MirrorgateTesting
 import ODataCore
 import Storage
 import Testing
@@ -11,28 +12,10 @@ import Upstream
 
 @testable import ODataGateway
 
-private let metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Product">
-            <Key><PropertyRef Name="ID"/></Key>
-            <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String"/>
-          </EntityType>
-          <EntityContainer Name="C">
-            <EntitySet Name="Products" EntityType="S.Product"/>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
 private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = false) throws -> ODataService {
     try makeBootstrappedService(
-        "odarchive", metadata: metadata,
+        "odarchive", metadata: ODataFixtures.productsV4,
         data: ["Products": #"{"value":[{"ID":1,"Name":"Chai"},{"ID":2,"Name":"Chang"}]}"#],
         timeout: .seconds(1)
     ) { settings in
@@ -42,8 +25,8 @@ private func makeService(ifMatch: UploadIfMatch = .mirror, individual: Bool = fa
 }
 
 private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "") {
-    _ = service.localWriteResponse(
-        HTTPRequest(
+    _ = service.writer.response(
+        to: HTTPRequest(
             method: method, target: target, headers: ["Host": "gw", "Content-Type": "application/json"],
             body: Array(body.utf8)))
 }
@@ -51,7 +34,7 @@ private func write(_ service: ODataService, _ method: String, _ target: String, 
 private func archiveGET(_ service: ODataService, _ target: String, method: String = "GET") -> (Int, JSON?) {
     let request = HTTPRequest(method: method, target: target, headers: ["Host": "gw"])
     let path = String(request.path.dropFirst("/odata/s/".count))
-    let r = service.archiveResponse(
+    let r = service.archive.response(
         request, path: path, serviceRoot: "http://gw/odata/s/", entityRoot: "http://gw/odata/s/",
         isService: false)
     guard case .bytes(let b) = r.body else { return (r.status, nil) }
@@ -61,7 +44,8 @@ private func archiveGET(_ service: ODataService, _ target: String, method: Strin
 /// Archives the oldest queued request as rejected by the upstream with `status`.
 private func reject(_ service: ODataService, status: Int = 412) throws -> String {
     let request = try #require(try service.queue.first())
-    service.archive(request, status: status, code: "C", message: "rejected", body: nil)
+    service.uploader.archive(
+        [request], status: status, code: "C", message: "rejected", body: nil, what: "request")
     return request.requestID
 }
 
@@ -118,11 +102,11 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     write(service, "PATCH", "/odata/s/Products(1)", #"{"Name":"C"}"#)
     let id = try reject(service)
     let second = try #require(try service.queue.first())
-    #expect(service.affectedEntity(second) == "Products(ID=2)")
-    #expect(try service.holdIfBlocked(second))
+    #expect(second.affectedEntity(model: service.mirror.model) == "Products(ID=2)")
+    #expect(try service.uploader.holdIfBlocked(second))
     let third = try #require(try service.queue.first())
     #expect(third.url == "Products(1)")
-    #expect(try !service.holdIfBlocked(third))
+    #expect(try !service.uploader.holdIfBlocked(third))
     #expect(service.queue.heldCount() == 1 && service.queue.count == 2)
     let (status, doc) = archiveGET(service, "/odata/s/RequestQueue?$filter=Held eq true")
     #expect(status == 200)
@@ -154,8 +138,8 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
           {"id":"2","atomicityGroup":"g","method":"PATCH","url":"Products(2)",
            "headers":{"content-type":"application/json"},"body":{"Name":"Y"}}]}
         """#
-    let answer = service.batchWriteResponse(
-        HTTPRequest(
+    let answer = service.writer.batchResponse(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/$batch",
             headers: ["Host": "gw", "Content-Type": "application/json"], body: Array(batch.utf8)))
     #expect(answer.status == 200)
@@ -174,7 +158,7 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
     write(service, "PATCH", "/odata/s/Products(-1)", #"{"Name":"Green Tea"}"#)
     let id = try reject(service, status: 400)
     let next = try #require(try service.queue.first())
-    #expect(try service.holdIfBlocked(next))
+    #expect(try service.uploader.holdIfBlocked(next))
     #expect(service.mirror.rowCounts()["Products"] == 3)
     let revert = try #require(try service.revertErrorArchive(id))
     #expect(revert.entities == ["Products(-1)"])
@@ -204,10 +188,10 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
 }
 
 @Test func uploadIfMatchChoosesWhatAWriteWithoutOneGets() throws {
-    #expect(try makeService(ifMatch: .mirror).uploadIfMatch(mirrorETag: "W/\"1\"") == "W/\"1\"")
-    #expect(try makeService(ifMatch: .mirror).uploadIfMatch(mirrorETag: nil) == "*")
-    #expect(try makeService(ifMatch: .star).uploadIfMatch(mirrorETag: "W/\"1\"") == "*")
-    #expect(try makeService(ifMatch: .omit).uploadIfMatch(mirrorETag: "W/\"1\"") == nil)
+    #expect(try makeService(ifMatch: .mirror).writer.uploadIfMatch(mirrorETag: "W/\"1\"") == "W/\"1\"")
+    #expect(try makeService(ifMatch: .mirror).writer.uploadIfMatch(mirrorETag: nil) == "*")
+    #expect(try makeService(ifMatch: .star).writer.uploadIfMatch(mirrorETag: "W/\"1\"") == "*")
+    #expect(try makeService(ifMatch: .omit).writer.uploadIfMatch(mirrorETag: "W/\"1\"") == nil)
 }
 
 @Test func individualDeletionRevertsOnlyThatEntryAndItsDependents() throws {
@@ -219,7 +203,9 @@ private func reject(_ service: ODataService, status: Int = 412) throws -> String
         write(service, "PATCH", "/odata/s/Products(2)", #"{"Name":"B2"}"#)
         let first = try reject(service)
         _ = try reject(service)
-        for _ in 0..<2 { #expect(try service.holdIfBlocked(try #require(try service.queue.first()))) }
+        for _ in 0..<2 {
+            #expect(try service.uploader.holdIfBlocked(try #require(try service.queue.first())))
+        }
         #expect(service.queue.heldCount() == 2 && service.queue.archivedCount() == 2)
         let revert = try #require(try service.revertErrorArchive(first))
         if individual {

@@ -2,17 +2,13 @@ import Foundation
 import GatewaySupport
 import HTTPCore
 import Logging
+import MirrorgateTesting
 import Upstream
 
 @testable import ODataGateway
 
 /// A fresh directory under the temporary directory, named `<prefix>-<UUID>`.
-func makeTemporaryDirectory(_ prefix: String) throws -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+func makeTemporaryDirectory(_ prefix: String) throws -> String { try TemporaryDirectory(prefix).path }
 
 /// A service mounted at `/odata/s/` whose upstream never answers (port 9), mirrored from bootstrap files
 /// written to `dir` (a new temporary directory when nil): `metadata` as `m.xml` and, per entity set, its
@@ -31,18 +27,16 @@ func makeBootstrappedService(
         files[set] = path
     }
     UpstreamClient.globalInit()
-    let forwarder = ODataForwarder(
-        settings: ODataServiceSettings(
-            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: timeout),
-        loop: try CurlLoop(), client: UpstreamClient(), logger: Logger(label: "test"))
     var settings = ODataMirrorSettings(
         localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
         bootstrapData: files, interval: .seconds(3600), databasePath: dir + "/mirror.sqlite")
     configure(&settings)
     let service = try ODataService(
-        forwarder: forwarder, settings: settings, client: UpstreamClient(),
+        settings: ODataServiceSettings(
+            name: "s", mount: "/odata/s/", upstream: "http://127.0.0.1:9/svc/", timeout: timeout),
+        mirrorSettings: settings, loop: try CurlLoop(), client: UpstreamClient(),
         pool: WorkerPool(threads: 1, name: "t"), logger: Logger(label: "test"))
-    if service.mirror.lastDownloadAt == nil { _ = try service.loadBootstrap() }
+    if service.mirror.lastDownloadAt == nil { _ = try service.downloader.loadBootstrap() }
     return (service, dir)
 }
 
@@ -64,6 +58,6 @@ func bodyText(_ r: HTTPResponse) -> String {
 func localGET(_ service: ODataService, _ target: String, headers: HTTPHeaders = ["Host": "gw"]) -> (
     Int, String
 ) {
-    let r = service.localResponse(HTTPRequest(method: "GET", target: target, headers: headers))
+    let r = service.reader.response(to: HTTPRequest(method: "GET", target: target, headers: headers))
     return (r.status, bodyText(r))
 }

@@ -1,76 +1,11 @@
 import Foundation
 import JSONCore
+import MirrorgateTesting
 import ODataCore
 import Storage
 import Testing
 
 @testable import ODataGateway
-
-/// A V4 model whose navigations have no referential constraints (as odatapy's or many SAP services).
-private let v4Metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="NS" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Customer">
-            <Key><PropertyRef Name="CustomerID"/></Key>
-            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Country" Type="Edm.String"/>
-            <NavigationProperty Name="Orders" Type="Collection(NS.Order)" Partner="Customer"/>
-          </EntityType>
-          <EntityType Name="Order">
-            <Key><PropertyRef Name="OrderID"/></Key>
-            <Property Name="OrderID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Freight" Type="Edm.Decimal" Scale="4"/>
-            <NavigationProperty Name="Customer" Type="NS.Customer" Partner="Orders"/>
-          </EntityType>
-          <EntityContainer Name="C">
-            <EntitySet Name="Customers" EntityType="NS.Customer">
-              <NavigationPropertyBinding Path="Orders" Target="Orders"/>
-            </EntitySet>
-            <EntitySet Name="Orders" EntityType="NS.Order">
-              <NavigationPropertyBinding Path="Customer" Target="Customers"/>
-            </EntitySet>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
-/// A V2 model with an association without ReferentialConstraint.
-private let v2Metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
-      xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
-      <edmx:DataServices m:DataServiceVersion="2.0">
-        <Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
-          <EntityType Name="Header">
-            <Key><PropertyRef Name="Id"/></Key>
-            <Property Name="Id" Type="Edm.String" Nullable="false"/>
-            <NavigationProperty Name="ToItems" Relationship="S.HeaderItems" FromRole="H" ToRole="I"/>
-          </EntityType>
-          <EntityType Name="Item">
-            <Key><PropertyRef Name="Id"/><PropertyRef Name="Pos"/></Key>
-            <Property Name="Id" Type="Edm.String" Nullable="false"/>
-            <Property Name="Pos" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Qty" Type="Edm.Int32"/>
-          </EntityType>
-          <Association Name="HeaderItems">
-            <End Type="S.Header" Multiplicity="1" Role="H"/>
-            <End Type="S.Item" Multiplicity="*" Role="I"/>
-          </Association>
-          <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
-            <EntitySet Name="HeaderSet" EntityType="S.Header"/>
-            <EntitySet Name="ItemSet" EntityType="S.Item"/>
-            <AssociationSet Name="HeaderItemsSet" Association="S.HeaderItems">
-              <End EntitySet="HeaderSet" Role="H"/>
-              <End EntitySet="ItemSet" Role="I"/>
-            </AssociationSet>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
 
 private func tempMirror(_ metadata: String) throws -> ODataMirror {
     try makeTemporaryMirror("odlink", metadata: metadata).0
@@ -83,8 +18,8 @@ private func download(_ mirror: ODataMirror, request: String, set: String, type:
     let m = try #require(mirror.model)
     var rows: [String: [MirrorEntity]] = [set: []]
     var links: [MirrorLinkRecord] = []
-    for item in ODataService.entities(in: try RawJSON.parse(payload)).items {
-        ODataService.ingest(item.members!, set: set, type: type, model: m, into: &rows, links: &links)
+    for item in ODataDownloader.entities(in: try RawJSON.parse(payload)).items {
+        ODataDownloader.ingest(item.members!, set: set, type: type, model: m, into: &rows, links: &links)
     }
     try mirror.replace(request: request, query: set, rows: rows, links: links)
 }
@@ -92,7 +27,7 @@ private func download(_ mirror: ODataMirror, request: String, set: String, type:
 private func read(
     _ mirror: ODataMirror, _ path: String, _ query: String = "", version: ODataVersion = .v4
 ) throws -> (Int, String) {
-    let r = try LocalQueryEngine(mirror: mirror).read(
+    let r = try ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/")).read(
         LocalReadRequest(
             path: path, query: query, serviceRoot: "http://gw/o/", format: ODataFormat(version: version),
             pageSize: nil))
@@ -100,7 +35,7 @@ private func read(
 }
 
 private func status(_ mirror: ODataMirror, _ path: String, _ query: String = "") -> Int {
-    do { return try read(mirror, path, query).0 } catch { return (error as? LocalReadError)?.status ?? -1 }
+    do { return try read(mirror, path, query).0 } catch { return (error as? ODataServiceError)?.status ?? -1 }
 }
 
 private let customersWithOrders = #"""
@@ -111,7 +46,7 @@ private let customersWithOrders = #"""
     """#
 
 @Test func linkNavigationsAreTheOnesWithoutConstraints() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     let links = try #require(mirror.model?.links)
     #expect(links["Customers"]?["Orders"]?.targetSet == "Orders")
     #expect(links["Orders"]?["Customer"]?.isCollection == false)
@@ -121,12 +56,12 @@ private let customersWithOrders = #"""
 }
 
 @Test func expandedPayloadsRecordLinksAndMarkers() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     let m = try #require(mirror.model)
     var rows: [String: [MirrorEntity]] = [:]
     var links: [MirrorLinkRecord] = []
-    for item in ODataService.entities(in: try RawJSON.parse(customersWithOrders)).items {
-        ODataService.ingest(
+    for item in ODataDownloader.entities(in: try RawJSON.parse(customersWithOrders)).items {
+        ODataDownloader.ingest(
             item.members!, set: "Customers", type: "NS.Customer", model: m, into: &rows, links: &links)
     }
     #expect(rows["Orders"]?.count == 3)
@@ -136,7 +71,7 @@ private let customersWithOrders = #"""
     #expect(links.filter { $0.source == [.text("ANATR")] }.map(\.target) == [nil])
 
     // V2: nested `results`, a single object, and `__deferred` (not expanded: nothing recorded).
-    let v2 = try tempMirror(v2Metadata)
+    let v2 = try tempMirror(ODataFixtures.headersItemsWithoutConstraintV2)
     let m2 = try #require(v2.model)
     #expect(m2.links["HeaderSet"]?["ToItems"]?.targetKey.map(\.name) == ["Id", "Pos"])
     var rows2: [String: [MirrorEntity]] = [:]
@@ -144,8 +79,8 @@ private let customersWithOrders = #"""
     let payload = try RawJSON.parse(
         #"{"d":{"results":[{"Id":"A","ToItems":{"results":[{"Id":"A","Pos":10,"Qty":1}]}},{"Id":"B","ToItems":{"__deferred":{"uri":"x"}}}]}}"#
     )
-    for item in ODataService.entities(in: payload).items {
-        ODataService.ingest(
+    for item in ODataDownloader.entities(in: payload).items {
+        ODataDownloader.ingest(
             item.members!, set: "HeaderSet", type: "S.Header", model: m2, into: &rows2, links: &links2)
     }
     #expect(
@@ -159,7 +94,7 @@ private let customersWithOrders = #"""
 }
 
 @Test func navigationPathsCountExpandAndFiltersThroughLinks() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     try download(mirror, request: "c", set: "Customers", type: "NS.Customer", customersWithOrders)
     try download(
         mirror, request: "o", set: "Orders", type: "NS.Order",
@@ -190,7 +125,7 @@ private let customersWithOrders = #"""
 }
 
 @Test func linksNeverDownloadedAre501AndReplaceIsPerRequest() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     try download(mirror, request: "c", set: "Customers", type: "NS.Customer", customersWithOrders)
     // A customer from a request without $expand: its orders cannot be known.
     try download(
@@ -223,7 +158,7 @@ private let customersWithOrders = #"""
 }
 
 @Test func referencesV4AndLinksV2() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     try download(mirror, request: "c", set: "Customers", type: "NS.Customer", customersWithOrders)
     #expect(
         try read(mirror, "Customers('ALFKI')/Orders/$ref").1
@@ -234,7 +169,7 @@ private let customersWithOrders = #"""
             == #"{"@odata.context":"http://gw/o/$metadata#$ref","@odata.id":"http://gw/o/Orders(2)"}"#)
     #expect(status(mirror, "Customers('ALFKI')/Orders(3)/$ref") == 404)
 
-    let v2 = try tempMirror(v2Metadata)
+    let v2 = try tempMirror(ODataFixtures.headersItemsWithoutConstraintV2)
     try download(
         v2, request: "h", set: "HeaderSet", type: "S.Header",
         #"{"d":{"results":[{"Id":"A","ToItems":{"results":[{"Id":"A","Pos":20},{"Id":"A","Pos":10}]}}]}}"#)
@@ -253,7 +188,7 @@ private let customersWithOrders = #"""
 }
 
 @Test func filterThroughLinksBindsEveryLiteral() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     let m = try #require(mirror.model)
     let mapping = MirrorSQLMapping(m)
     let parser = ODataFilterParser(model: m.model, entityType: "NS.Order", version: .v4)
@@ -273,7 +208,7 @@ private let customersWithOrders = #"""
 }
 
 @Test func nestedExpandLevelsRecordTheirLinksToo() throws {
-    let mirror = try tempMirror(v4Metadata)
+    let mirror = try tempMirror(ODataFixtures.customersOrdersWithoutConstraintV4)
     // `Customers?$expand=Orders($expand=Customer)`: both navigations are known from one request.
     try download(
         mirror, request: "c", set: "Customers", type: "NS.Customer",

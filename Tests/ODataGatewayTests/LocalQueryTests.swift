@@ -1,57 +1,18 @@
 import Foundation
 import JSONCore
+import MirrorgateTesting
 import ODataCore
 import Storage
 import Testing
 
 @testable import ODataGateway
 
-private let metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="NS" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Customer">
-            <Key><PropertyRef Name="CustomerID"/></Key>
-            <Property Name="CustomerID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String"/>
-            <NavigationProperty Name="Orders" Type="Collection(NS.Order)" Partner="Customer"/>
-          </EntityType>
-          <EntityType Name="Order">
-            <Key><PropertyRef Name="OrderID"/></Key>
-            <Property Name="OrderID" Type="Edm.Int64" Nullable="false"/>
-            <Property Name="CustomerID" Type="Edm.String"/>
-            <Property Name="Freight" Type="Edm.Decimal" Scale="4"/>
-            <Property Name="OrderDate" Type="Edm.DateTimeOffset"/>
-            <NavigationProperty Name="Customer" Type="NS.Customer" Partner="Orders">
-              <ReferentialConstraint Property="CustomerID" ReferencedProperty="CustomerID"/>
-            </NavigationProperty>
-          </EntityType>
-          <EntityType Name="Line">
-            <Key><PropertyRef Name="OrderID"/><PropertyRef Name="Pos"/></Key>
-            <Property Name="OrderID" Type="Edm.Int64" Nullable="false"/>
-            <Property Name="Pos" Type="Edm.Int32" Nullable="false"/>
-          </EntityType>
-          <EntityContainer Name="C">
-            <EntitySet Name="Customers" EntityType="NS.Customer">
-              <NavigationPropertyBinding Path="Orders" Target="Orders"/>
-            </EntitySet>
-            <EntitySet Name="Orders" EntityType="NS.Order">
-              <NavigationPropertyBinding Path="Customer" Target="Customers"/>
-            </EntitySet>
-            <EntitySet Name="Lines" EntityType="NS.Line"/>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
 private func entity(_ text: String, etag: String? = nil) -> MirrorEntity {
     MirrorEntity(properties: (try! RawJSON.parse(text)).members!, etag: etag)
 }
 
 private func makeMirror() throws -> (ODataMirror, String) {
-    let (mirror, dir) = try makeTemporaryMirror("odgw", metadata: metadata)
+    let (mirror, dir) = try makeTemporaryMirror("odgw", metadata: ODataFixtures.customersOrdersLinesV4)
     try mirror.replace(
         request: "c", query: "Customers",
         rows: [
@@ -76,7 +37,7 @@ private func makeMirror() throws -> (ODataMirror, String) {
 }
 
 private func read(
-    _ engine: LocalQueryEngine, _ path: String, _ query: String = "", pageSize: Int? = nil,
+    _ engine: ODataLocalReader, _ path: String, _ query: String = "", pageSize: Int? = nil,
     version: ODataVersion = .v4, ieee: Bool = false
 ) throws -> (Int, String) {
     let r = try engine.read(
@@ -96,7 +57,7 @@ private func read(
 
 @Test func collectionFilterOrderCountAndExactValues() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     let (status, body) = try read(
         engine, "Orders", "$filter=Freight%20gt%2020&$orderby=Freight%20desc&$count=true")
     #expect(status == 200)
@@ -112,7 +73,7 @@ private func read(
 
 @Test func datesWithOffsetsCompareInUTC() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     let (_, body) = try read(
         engine, "Orders", "$filter=OrderDate%20eq%201996-07-04T00:00:00Z&$select=OrderID")
     #expect(body.contains("9007199254740993"))
@@ -121,7 +82,7 @@ private func read(
 
 @Test func keysNavigationCountPropertyValue() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     #expect(try read(engine, "Customers('ALFKI')/Orders/$count").1 == "2")
     #expect(try read(engine, "Orders(3)/Customer").1.contains(#""CustomerID":"BONAP""#))
     #expect(try read(engine, "Customers(%27BONAP%27)/Name/$value").1 == "Bon app'")
@@ -129,13 +90,13 @@ private func read(
     #expect(
         single.1.hasPrefix(
             #"{"@odata.context":"http://gw/odata/x/$metadata#Customers/$entity","@odata.etag":"W/\"1\"""#))
-    #expect(throws: LocalReadError.self) { try read(engine, "Customers('NOPE')") }
+    #expect(throws: ODataServiceError.self) { try read(engine, "Customers('NOPE')") }
     #expect(try read(engine, "Lines").1.contains(#""value":[]"#))
 }
 
 @Test func expandSelectAndPaging() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     let (_, body) = try read(
         engine, "Customers('ALFKI')",
         "$expand=Orders($select=OrderID;$orderby=OrderID;$count=true)&$select=Name")
@@ -152,7 +113,7 @@ private func read(
 /// skip token's offset overflowed and trapped; a read past the end is now just empty.
 @Test func hugeSkipWithASkipTokenIsAnEmptyPage() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     for query in [
         "$skip=9223372036854775807&$skiptoken=mg1.5", "$skip=5&$skiptoken=mg1.9223372036854775807",
         "$skip=9223372036854775807&$skiptoken=mg1.9223372036854775807&$top=9223372036854775807",
@@ -170,7 +131,7 @@ private func read(
 /// valid OData but overflow SQLite's parser stack; that was a 500 InternalError, it is now a 501.
 @Test func filterBeyondSQLiteLimitsIsNotImplementedNot500() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     func lambdas(_ n: Int) -> String {
         var body = "true"
         for i in (0..<n).reversed() {
@@ -184,21 +145,22 @@ private func read(
         _ = try read(engine, "Customers", "$filter=" + lambdas(12))
         Issue.record("expected an error")
     } catch {
-        let e = try #require(error as? LocalReadError)
+        let e = try #require(error as? ODataServiceError)
         #expect(e.status == 501 && e.code == "NotImplemented", "\(e)")
     }
     let limit = SQLiteError(code: 1, message: "parser stack overflow")
-    #expect(LocalReadError(sqlFailure: limit).status == 501)
+    #expect(ODataServiceError(sqlFailure: limit).status == 501)
     #expect(
-        LocalReadError(sqlFailure: SQLiteError(code: 18, message: "string or blob too big")).status == 501)
+        ODataServiceError(sqlFailure: SQLiteError(code: 18, message: "string or blob too big")).status == 501)
     #expect(
-        LocalReadError(sqlFailure: SQLiteError(code: 11, message: "database disk image is malformed")).status
+        ODataServiceError(sqlFailure: SQLiteError(code: 11, message: "database disk image is malformed"))
+            .status
             == 500)
 }
 
 @Test func errorsAreODataErrors() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     for (path, query) in [
         ("Orders", "$filter=Freight%20gt"), ("Orders", "$filter=Nope%20eq%201"), ("Nope", ""),
         ("Orders", "$skiptoken=5!5"), ("Orders", "$top=-1"),
@@ -207,7 +169,7 @@ private func read(
             _ = try read(engine, path, query)
             Issue.record("expected an error for \(path)?\(query)")
         } catch {
-            let e = try #require(error as? LocalReadError)
+            let e = try #require(error as? ODataServiceError)
             #expect(e.status == 400 || e.status == 404)
         }
     }
@@ -215,7 +177,7 @@ private func read(
 
 @Test func v2VerboseJSON() throws {
     let (mirror, _) = try makeMirror()
-    let engine = LocalQueryEngine(mirror: mirror)
+    let engine = ODataLocalReader(mirror: mirror, mount: ODataMount("/odata/x/"))
     let (_, body) = try read(engine, "Customers", "$inlinecount=allpages&$top=1", version: .v2)
     #expect(body.hasPrefix(#"{"d":{"results":[{"__metadata":{"id":"http://gw/odata/x/Customers('ALFKI')""#))
     #expect(body.contains(#""Orders":{"__deferred":{"uri":"http://gw/odata/x/Customers('ALFKI')/Orders"}}"#))
@@ -224,12 +186,12 @@ private func read(
 
 @Test func v2DatesAreStoredAsISO() {
     #expect(
-        ODataMirror.columnValue(.string("/Date(1754611200000)/"), .dateTime, .v2)
+        MirrorColumn.columnValue(.string("/Date(1754611200000)/"), .dateTime, .v2)
             == .text("2025-08-08T00:00:00"))
     #expect(
-        ODataMirror.columnValue(.string("/Date(1754611200123+0120)/"), .dateTimeOffset, .v2)
+        MirrorColumn.columnValue(.string("/Date(1754611200123+0120)/"), .dateTimeOffset, .v2)
             == .text("2025-08-08T00:00:00.123Z"))
-    #expect(ODataMirror.columnValue(.string("12"), .int64, .v2) == .integer(12))
+    #expect(MirrorColumn.columnValue(.string("12"), .int64, .v2) == .integer(12))
 }
 
 @Test func metadataChangeRecreatesTablesAndReplaceIsPerRequest() throws {
@@ -238,7 +200,9 @@ private func read(
         request: "c", query: "Customers", rows: ["Customers": [entity(#"{"CustomerID":"X"}"#)]])
     #expect(mirror.rowCounts()["Customers"] == 1)
     #expect(mirror.rowCounts()["Orders"] == 3)
-    try mirror.install(metadata: Array(metadata.replacingOccurrences(of: "Lines", with: "Lines2").utf8))
+    try mirror.install(
+        metadata: Array(
+            ODataFixtures.customersOrdersLinesV4.replacingOccurrences(of: "Lines", with: "Lines2").utf8))
     #expect(mirror.rowCounts()["Orders"] == 0)
     #expect(mirror.model?.layouts["Lines2"] != nil)
 }
@@ -250,11 +214,13 @@ private func read(
     let v4 = try RawJSON.parse(
         #"{"@odata.context":"x","value":[{"@odata.etag":"W/\"7\"","CustomerID":"ZED","Name":"Z","Orders@odata.count":1,"Orders":[{"OrderID":44,"CustomerID":"ZED","Freight":1.0}]}],"@odata.nextLink":"http://up/Customers?$skiptoken=1"}"#
     )
-    let (items, next) = ODataService.entities(in: v4)
+    let (items, next) = ODataDownloader.entities(in: v4)
     #expect(next == "http://up/Customers?$skiptoken=1")
     var rows: [String: [MirrorEntity]] = [:]
+    var links: [MirrorLinkRecord] = []
     for item in items {
-        ODataService.ingest(item.members!, set: "Customers", type: "NS.Customer", model: m, into: &rows)
+        ODataDownloader.ingest(
+            item.members!, set: "Customers", type: "NS.Customer", model: m, into: &rows, links: &links)
     }
     #expect(rows["Customers"]?.first?.etag == "W/\"7\"")
     #expect(rows["Customers"]?.first?.properties.map(\.0) == ["CustomerID", "Name"])
@@ -263,10 +229,11 @@ private func read(
     let v2 = try RawJSON.parse(
         #"{"d":{"results":[{"__metadata":{"uri":"u","etag":"W/\"x\""},"CustomerID":"Q","Orders":{"__deferred":{"uri":"u/Orders"}}}],"__next":"http://up/next"}}"#
     )
-    let (v2items, v2next) = ODataService.entities(in: v2)
+    let (v2items, v2next) = ODataDownloader.entities(in: v2)
     #expect(v2next == "http://up/next")
     var v2rows: [String: [MirrorEntity]] = [:]
-    ODataService.ingest(v2items[0].members!, set: "Customers", type: "NS.Customer", model: m, into: &v2rows)
+    ODataDownloader.ingest(
+        v2items[0].members!, set: "Customers", type: "NS.Customer", model: m, into: &v2rows, links: &links)
     #expect(v2rows["Customers"]?.first?.etag == "W/\"x\"")
     #expect(v2rows["Orders"] == nil)
     #expect(v2rows["Customers"]?.first?.properties.map(\.0) == ["CustomerID"])

@@ -2,56 +2,15 @@ import Foundation
 import GatewaySupport
 import HTTPCore
 import Logging
+import MirrorgateTesting
 import Testing
 import Upstream
 
 @testable import ODataGateway
 
-private let metadataWithFunction = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
-      xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
-      <edmx:DataServices m:DataServiceVersion="2.0">
-        <Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
-          <EntityType Name="Order">
-            <Key><PropertyRef Name="ID"/></Key>
-            <Property Name="ID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Amount" Type="Edm.Decimal" Precision="13" Scale="3"/>
-            <Property Name="Created" Type="Edm.DateTime"/>
-            <NavigationProperty Name="Items" Relationship="S.OrderItems" FromRole="O" ToRole="I"/>
-          </EntityType>
-          <EntityType Name="Item">
-            <Key><PropertyRef Name="OrderID"/><PropertyRef Name="Pos"/></Key>
-            <Property Name="OrderID" Type="Edm.String" Nullable="false"/>
-            <Property Name="Pos" Type="Edm.Int32" Nullable="false"/>
-          </EntityType>
-          <Association Name="OrderItems">
-            <End Type="S.Order" Multiplicity="1" Role="O"/>
-            <End Type="S.Item" Multiplicity="*" Role="I"/>
-            <ReferentialConstraint>
-              <Principal Role="O"><PropertyRef Name="ID"/></Principal>
-              <Dependent Role="I"><PropertyRef Name="OrderID"/></Dependent>
-            </ReferentialConstraint>
-          </Association>
-          <EntityContainer Name="C" m:IsDefaultEntityContainer="true">
-            <EntitySet Name="Orders" EntityType="S.Order"/>
-            <EntitySet Name="Items" EntityType="S.Item"/>
-            <AssociationSet Name="OrderItemsSet" Association="S.OrderItems">
-              <End EntitySet="Orders" Role="O"/>
-              <End EntitySet="Items" Role="I"/>
-            </AssociationSet>
-            <FunctionImport Name="Confirm" ReturnType="Edm.Boolean" m:HttpMethod="POST">
-              <Parameter Name="ID" Type="Edm.String" Mode="In"/>
-            </FunctionImport>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
 private func makeService() throws -> ODataService {
     try makeBootstrappedService(
-        "odsvc", metadata: metadataWithFunction,
+        "odsvc", metadata: ODataFixtures.ordersItemsWithFunctionV2,
         data: [
             "Orders":
                 #"{"d":{"results":[{"__metadata":{"uri":"x","etag":"W/\"1\""},"ID":"0500000001","Amount":"631.890","Created":"/Date(1754611200000)/","Items":{"results":[{"OrderID":"0500000001","Pos":10},{"OrderID":"0500000001","Pos":20}]}}]}}"#
@@ -103,16 +62,16 @@ private func get(_ service: ODataService, _ target: String, headers: HTTPHeaders
         ("--b\r\nContent-Type: application/http\r\n\r\nGET Orders('0500000001') HTTP/1.1\r\nAccept: application/json\r\n\r\n\r\n"
             + "--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n--c\r\n\r\nPOST Orders HTTP/1.1\r\n\r\n{}\r\n--c--\r\n--b--\r\n")
             .utf8)
-    let withChange = service.batchResponse(
-        HTTPRequest(
+    let withChange = service.writer.batchResponse(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/$batch",
             headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"], body: body))
     #expect(withChange.status == 202)  // the changeset is applied and queued (BatchWriteTests)
     #expect(service.queue.count == 1)
     let readOnly = Array(
         "--b\r\nContent-Type: application/http\r\n\r\nGET Orders/$count HTTP/1.1\r\n\r\n\r\n--b--\r\n".utf8)
-    let r = service.batchResponse(
-        HTTPRequest(
+    let r = service.writer.batchResponse(
+        to: HTTPRequest(
             method: "POST", target: "/odata/s/$batch",
             headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"], body: readOnly))
     #expect(r.status == 202)
@@ -122,10 +81,8 @@ private func get(_ service: ODataService, _ target: String, headers: HTTPHeaders
 
 @Suite struct ODataErrorTests {
     @Test func anODataErrorRendersItselfInItsVersionsFormat() {
-        let v4: any GatewayError = ODataGateway.ODataError(
-            404, code: "NotFound", "no such entity", version: .v4)
-        let v2: any GatewayError = ODataGateway.ODataError(
-            404, code: "NotFound", "no such entity", version: .v2)
+        let v4: any GatewayError = ODataServiceError(404, "NotFound", "no such entity", version: .v4)
+        let v2: any GatewayError = ODataServiceError(404, "NotFound", "no such entity", version: .v2)
         #expect(v4.response().headers["OData-Version"] == "4.0")
         #expect(v2.response().headers["DataServiceVersion"] == "1.0")
         guard case .bytes(let b4) = v4.response().body, case .bytes(let b2) = v2.response().body else {

@@ -3,43 +3,19 @@ import GatewayConfig
 import GatewaySupport
 import HTTPCore
 import Logging
+import MirrorgateTesting
 import Storage
 import Testing
 import Upstream
 
 @testable import ODataGateway
 
-private let v4Metadata = """
-    <?xml version="1.0" encoding="utf-8"?>
-    <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
-      <edmx:DataServices>
-        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
-          <EntityType Name="Product">
-            <Key><PropertyRef Name="ID"/></Key>
-            <Property Name="ID" Type="Edm.Int32" Nullable="false"/>
-            <Property Name="Name" Type="Edm.String"/>
-            <Property Name="Price" Type="Edm.Decimal" Scale="2"/>
-          </EntityType>
-          <EntityType Name="Note">
-            <Key><PropertyRef Name="Code"/></Key>
-            <Property Name="Code" Type="Edm.String" Nullable="false"/>
-            <Property Name="Text" Type="Edm.String"/>
-          </EntityType>
-          <EntityContainer Name="C">
-            <EntitySet Name="Products" EntityType="S.Product"/>
-            <EntitySet Name="Notes" EntityType="S.Note"/>
-          </EntityContainer>
-        </Schema>
-      </edmx:DataServices>
-    </edmx:Edmx>
-    """
-
 /// A service whose upstream never answers (port 9), mirrored from bootstrap files.
 private func makeService(dir: String? = nil, repeatable: RepeatabilitySupport = .auto) throws -> (
     ODataService, String
 ) {
     try makeBootstrappedService(
-        "odwrite", metadata: v4Metadata,
+        "odwrite", metadata: ODataFixtures.productsNotesV4,
         data: [
             "Products": #"{"value":[{"ID":1,"Name":"Chai","Price":18.5},{"ID":2,"Name":"Chang","Price":19}]}"#
         ],
@@ -50,8 +26,8 @@ private func makeService(dir: String? = nil, repeatable: RepeatabilitySupport = 
 private func write(_ service: ODataService, _ method: String, _ target: String, _ body: String = "")
     -> HTTPResponse
 {
-    service.localWriteResponse(
-        HTTPRequest(
+    service.writer.response(
+        to: HTTPRequest(
             method: method, target: target,
             headers: ["Host": "gw", "Content-Type": "application/json", "Authorization": "Basic dTpw"],
             body: Array(body.utf8)))
@@ -114,9 +90,9 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
     _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
     _ = write(service, "PATCH", "/odata/s/Products(-1)", #"{"Name":"Green tea"}"#)
     let create = try #require(try service.queue.first())
-    service.finish(
-        create, body: Array(#"{"ID":42,"Name":"Tea","Price":null}"#.utf8),
-        location: "http://up/svc/Products(42)")
+    service.uploader.finish(
+        [(create, Array(#"{"ID":42,"Name":"Tea","Price":null}"#.utf8), "http://up/svc/Products(42)")],
+        what: "an uploaded request")
     #expect(service.queue.count == 1)
     let patch = try #require(try service.queue.first())
     #expect(patch.url == "Products(42)")
@@ -125,23 +101,24 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
     // The old local URL keeps resolving through the key map.
     let old = HTTPRequest(
         method: "GET", target: "/odata/s/Products(-1)/Name?$format=json", headers: ["Host": "gw"])
-    #expect(service.resolvingUploadedLocalKey(old)?.target == "/odata/s/Products(42)/Name?$format=json")
+    #expect(
+        service.router.resolvingUploadedLocalKey(old)?.target == "/odata/s/Products(42)/Name?$format=json")
     let pending = HTTPRequest(method: "GET", target: "/odata/s/Products(-7)", headers: ["Host": "gw"])
-    #expect(service.resolvingUploadedLocalKey(pending) == nil)
+    #expect(service.router.resolvingUploadedLocalKey(pending) == nil)
 }
 
 @Test func rejectedRequestsGoToTheErrorArchive() throws {
     let (service, _) = try makeService()
     _ = write(service, "DELETE", "/odata/s/Products(2)")
     let request = try #require(try service.queue.first())
-    service.archive(request, status: 400, code: "BAD", message: "no", body: "{}")
+    service.uploader.archive([request], status: 400, code: "BAD", message: "no", body: "{}", what: "request")
     #expect(service.queue.count == 0)
     #expect(service.queue.archivedCount() == 1)
     let entry = try #require(service.queue.archived().first)
     #expect(entry["HTTPStatusCode"] == "400" && entry["RequestMethod"] == "DELETE")
     #expect(entry["RequestURL"] == "Products(2)" && entry["Code"] == "BAD")
     #expect(
-        ODataService.errorDetails(Array(#"{"error":{"code":"C","message":{"value":"m"}}}"#.utf8)) == (
+        ODataUploader.errorDetails(Array(#"{"error":{"code":"C","message":{"value":"m"}}}"#.utf8)) == (
             "C", "m"
         ))
 }
@@ -149,7 +126,7 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
 @Test func uploadAgainstAnUnreachableUpstreamKeepsTheQueue() throws {
     let (service, _) = try makeService()
     _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
-    let stats = service.runUpload()
+    let stats = service.uploader.runUpload()
     #expect(stats.interrupted && stats.uploaded == 0)
     #expect(service.queue.count == 1)
 }
@@ -160,7 +137,7 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
     _ = write(service, "DELETE", "/odata/s/Products(2)")
     // As if the gateway had been killed after sending the POST.
     try service.queue.markSent(try #require(try service.queue.first()), true)
-    let stats = service.runUpload()
+    let stats = service.uploader.runUpload()
     #expect(stats.inDoubt == 1)
     #expect(stats.interrupted)  // the DELETE (idempotent) waits for the upstream
     #expect(service.queue.count == 1 && service.queue.inDoubtCount() == 1)
@@ -172,7 +149,7 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
     let (other, _) = try makeService(repeatable: .yes)
     _ = write(other, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
     try other.queue.markSent(try #require(try other.queue.first()), true)
-    let again = other.runUpload()
+    let again = other.uploader.runUpload()
     #expect(again.inDoubt == 0 && again.interrupted && other.queue.count == 1)
     _ = dir
 }
@@ -180,19 +157,19 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
 /// Regression: the changeset upload counted any repeatability result, SAP's `unsupported` included, as
 /// support, so a changeset whose answer was lost afterwards was re-sent (and applied twice).
 @Test func anUnsupportedRepeatabilityResultTeachesNothing() throws {
-    #expect(!ODataService.showsRepeatabilitySupport(nil))
-    #expect(!ODataService.showsRepeatabilitySupport("Unsupported"))
-    #expect(ODataService.showsRepeatabilitySupport("accepted"))
+    #expect(!ODataUploader.showsRepeatabilitySupport(nil))
+    #expect(!ODataUploader.showsRepeatabilitySupport("Unsupported"))
+    #expect(ODataUploader.showsRepeatabilitySupport("accepted"))
     let (service, _) = try makeService()
-    #expect(!service.mayResendInDoubt())
+    #expect(!service.uploader.mayResendInDoubt())
     _ = write(service, "POST", "/odata/s/Products", #"{"Name":"Tea"}"#)
     // As if the gateway had sent a changeset and lost its answer after seeing `unsupported` answers.
     try service.queue.markSent(try #require(try service.queue.first()), true)
     let queued = try #require(try service.queue.first())
-    #expect(service.sendChangeset(queued, "cs").0 == .inDoubt)
+    #expect(service.uploader.send(service.uploader.changesetUnit(queued, "cs")) == .inDoubt)
     #expect(service.queue.inDoubtCount() == 1)
     let (learned, _) = try makeService(repeatable: .yes)
-    #expect(learned.mayResendInDoubt())
+    #expect(learned.uploader.mayResendInDoubt())
 }
 
 @Test func aDownloadNeverOverwritesQueuedLocalChanges() throws {
@@ -204,7 +181,8 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
         ]
     ]
     #expect(throws: MirrorError.self) {
-        try service.mirror.replace(request: "products", query: "Products", rows: rows, unlessQueued: true)
+        try service.mirror.replace(
+            request: "products", query: "Products", rows: rows, queuedChanges: ODataRequestQueue.hasQueued)
     }
     #expect(get(service, "/odata/s/Products(2)").1.contains(#""Name":"Local""#))
 }
@@ -217,10 +195,11 @@ private func get(_ service: ODataService, _ target: String) -> (Int, String) { l
     func patch(_ key: Int, _ ifMatch: String?) -> HTTPResponse {
         var headers: HTTPHeaders = ["Host": "gw", "Content-Type": "application/json"]
         if let ifMatch { headers.set("If-Match", ifMatch) }
-        return service.localWriteResponse(
-            HTTPRequest(
-                method: "PATCH", target: "/odata/s/Products(\(key))", headers: headers,
-                body: Array(#"{"Price":20}"#.utf8)))
+        return service.writer.response(
+            to:
+                HTTPRequest(
+                    method: "PATCH", target: "/odata/s/Products(\(key))", headers: headers,
+                    body: Array(#"{"Price":20}"#.utf8)))
     }
     #expect(patch(1, #"W/"v0""#).status == 412)
     #expect(service.queue.count == 0)

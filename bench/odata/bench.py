@@ -71,6 +71,42 @@ def free_port() -> int:
     return p
 
 
+def query_paths() -> list[tuple[str, str]]:
+    """(name, gateway path) of the HTTP floor, the local $metadata and every query."""
+    paths = [("HTTP floor (GET /_mirrorgate/health, no SQL)", "/_mirrorgate/health"),
+             ("local $metadata (worker-pool hop, no SQL)", "/odata/bench/$metadata")]
+    for name, odata, *_ in QUERIES:
+        paths.append((name, "/odata/bench/Items(77777)" if odata is None
+                      else "/odata/bench/Items?" + quote(odata, safe="$&=',:")))
+    return paths
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of every thread of `pid`, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def cpu_per_request(pid: int, port: int, n: int) -> None:
+    """The gateway's CPU time per request (µs) for `n` requests of each query on one kept-alive connection."""
+    hz = os.sysconf("SC_CLK_TCK")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    print("| query | requests | gateway CPU µs per request |")
+    print("|---|---:|---:|")
+    for name, path in query_paths():
+        for _ in range(50):  # warm-up
+            conn.request("GET", path, headers={"Accept": "application/json"})
+            conn.getresponse().read()
+        before = cpu_ticks(pid)
+        for _ in range(n):
+            conn.request("GET", path, headers={"Accept": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200, (path, r.status)
+        used = (cpu_ticks(pid) - before) / hz
+        print(f"| {name} | {n} | {used / n * 1e6:.1f} |")
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -80,6 +116,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=3.0, help="per query, for wrk and for raw SQLite each")
+    ap.add_argument("--cpu-requests", type=int, default=0,
+                    help="instead of latencies: the gateway's CPU time per request over N requests per query"
+                         " (one kept-alive connection; from /proc/PID/stat, so a busy machine moves it little)")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("bench: wrk missing (bash scripts/setup.sh --bench installs it)")
@@ -134,6 +173,9 @@ odata:
         else:
             raise SystemExit("the mirror was not loaded: " + (work / "stderr.log").read_text()[-2000:])
         print(f"bootstrap of {args.rows} rows loaded in {time.time() - t0:.1f} s (start included)")
+        if args.cpu_requests > 0:
+            cpu_per_request(proc.pid, port, args.cpu_requests)
+            return
         db = sqlite3.connect(f"file:{data_dir / 'odata-bench.sqlite'}?mode=ro", uri=True)
         print(
             "| query | gateway p50 ms | gateway p99 ms | SQLite p50 ms | SQLite p99 ms | p50 ratio"

@@ -8,14 +8,14 @@ import ODataCore
 import ODataGateway
 import Upstream
 
-/// Builds one ``ODataService`` (mirror, routing, downloads) per configured OData service on top of its
-/// forwarder, and answers the OData admin routes.
-enum ODataServices {
-    /// The forwarder and mirrored service for `name`; the service's scheduler is started.
+/// Builds one ``ODataService`` per configured OData service from its configuration, wires its events,
+/// EventLog entries and metrics, and answers the OData admin routes.
+enum ODataAssembly {
+    /// The service for `name`, its scheduler started.
     static func make(
-        name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
-        pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
-    ) throws -> ODataForwarder {
+        name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
+        client: UpstreamClient, pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+    ) throws -> ODataService {
         let s = configuration.odata.services[name]!
         let version: ODataVersion? =
             switch s.version {
@@ -28,8 +28,6 @@ enum ODataServices {
             customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             urlSuffix: s.urlSuffix, timeout: s.timeout)
-        let forwarder = ODataForwarder(
-            settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.odata"))
         let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
         var mirror = ODataMirrorSettings(
             localFirst: s.routing == .localFirst,
@@ -38,7 +36,8 @@ enum ODataServices {
             bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
             interval: policy?.activeInterval ?? .seconds(3600),
-            databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+            databasePath: store.path)
+        mirror.storeEncryption = store.encryption
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability
@@ -48,7 +47,7 @@ enum ODataServices {
         let service: ODataService
         do {
             service = try ODataService(
-                forwarder: forwarder, settings: mirror, client: client, pool: pool,
+                settings: settings, mirrorSettings: mirror, loop: loop, client: client, pool: pool,
                 logger: Logger(label: "mirrorgate.odata"))
         } catch {
             throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
@@ -80,7 +79,7 @@ enum ODataServices {
         }
         ODataMetrics.observe(service, name: name)
         service.start()
-        return forwarder
+        return service
     }
 }
 
@@ -90,7 +89,7 @@ extension Router {
     /// an unknown service.
     func odataDownload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
         let name = Self.name(request.path, after: Self.odataServices, before: "/download")
-        guard let service = services.odata.first(where: { $0.settings.name == name })?.service else {
+        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
             out.respond(Self.adminError(404, "no OData service named \(name)"))
             return
         }
@@ -109,12 +108,12 @@ extension Router {
     /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
     func odataUpload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
         let name = Self.name(request.path, after: Self.odataServices, before: "/upload")
-        guard let service = services.odata.first(where: { $0.settings.name == name })?.service else {
+        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
             out.respond(Self.adminError(404, "no OData service named \(name)"))
             return
         }
         let wait = request.queryValue("wait") == "true"
-        if !wait, !service.forwarder.reachability.isReachable {
+        if !wait, !service.reachability.isReachable {
             out.respond(Self.adminError(503, "the upstream of \(name) is unreachable"))
             return
         }
@@ -140,7 +139,7 @@ extension Router {
     func odataStatus(_ services: ServiceSet) -> JSON {
         var result = JSONObject()
         for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
-            var entry = s.service?.status() ?? JSON.object(JSONObject())
+            var entry = s.status()
             if var o = entry.objectValue {
                 o["reachable"] = s.reachability.knownReachability.map { .bool($0) } ?? .null
                 entry = .object(o)
@@ -155,20 +154,20 @@ extension Router {
     /// `GET {mount}/$openapi`: the mount described as OpenAPI 3, generated from the cached `$metadata`
     /// (``ODataOpenAPI``); 503 while no `$metadata` was ever cached, 405 (with `Allow`) for other methods.
     /// False when the request is not addressed to it.
-    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataForwarder, _ out: any Responder) -> Bool {
+    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataService, _ out: any Responder) -> Bool {
         let mount = forwarder.settings.mount
         guard request.path == mount + "$openapi" || request.path == mount + "%24openapi" else { return false }
         let version = forwarder.settings.version ?? .v4
         guard request.method == "GET" || request.method == "HEAD" else {
-            var r = ODataGateway.ODataError.response(
+            var r = ODataServiceError.response(
                 405, code: "MethodNotAllowed", "use GET for $openapi", version: version)
             r.headers.set("Allow", "GET, HEAD")
             out.respond(r)
             return true
         }
-        guard let model = forwarder.service?.mirror.model?.model else {
+        guard let model = forwarder.mirror.model?.model else {
             out.respond(
-                ODataGateway.ODataError.response(
+                ODataServiceError.response(
                     503, code: "NoMetadata",
                     "no $metadata of this service is cached yet: it is fetched when the upstream first answers",
                     version: version))

@@ -3,7 +3,6 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import ODataCore
-import Storage
 
 /// One request inside a `$batch`: a read or a change.
 struct BatchPart: Sendable, Equatable {
@@ -33,29 +32,78 @@ enum BatchItem: Sendable, Equatable {
     case changeset([BatchPart], group: String?)
 }
 
-/// Parsing of `$batch` request bodies with changesets (multipart V2/V4, JSON V4), `Content-ID`
-/// references, and the multipart writing of changesets for the upload.
+/// The one `$batch` codec, for read-only and write batches alike and for the upload: parsing of request
+/// bodies (multipart V2/V4 with changesets, V4 JSON with `atomicityGroup`/`dependsOn`) into
+/// ``BatchItem``s, `Content-ID` references, the answers as a multipart or JSON batch response, the
+/// multipart body of an uploaded changeset and the parsing of the upstream's multipart answer.
 ///
-/// Promises: a malformed body gives ``LocalBatch/Failure/malformed(_:)``, never a crash; reads inside a
-/// changeset are refused as malformed (OData allows only changes there); references `$N` resolve only to
+/// Promises: a malformed body gives ``Failure/malformed(_:)``, never a crash; reads inside a changeset
+/// are refused as malformed (OData allows only changes there); references `$N` resolve only to
 /// Content-IDs of earlier requests of the same changeset (or, in JSON, of any earlier request).
-enum BatchChanges {
+enum ODataBatchCodec {
+    /// A `$batch` body that cannot be parsed.
+    enum Failure: Error {
+        case malformed(String)
+    }
+
+    /// The boundary parameter of a multipart content type.
+    static func boundary(_ contentType: String) -> String? {
+        for part in contentType.split(separator: ";") {
+            let t = part.trimmingCharacters(in: .whitespaces)
+            if t.lowercased().hasPrefix("boundary=") {
+                var b = String(t.dropFirst("boundary=".count))
+                if b.hasPrefix("\""), b.hasSuffix("\""), b.count >= 2 { b = String(b.dropFirst().dropLast()) }
+                return b
+            }
+        }
+        return nil
+    }
+
+    /// Splits a multipart body into its parts (bytes between boundaries, headers included).
+    static func parts(_ body: [UInt8], boundary: String) -> [[UInt8]] {
+        let text = String(decoding: body, as: UTF8.self)
+        let delimiter = "--" + boundary
+        var result: [[UInt8]] = []
+        let pieces = text.components(separatedBy: delimiter)
+        for piece in pieces.dropFirst() {
+            if piece.hasPrefix("--") { break }
+            var p = Substring(piece)
+            // "\r\n" is one Character in Swift.
+            if p.hasPrefix("\r\n") || p.hasPrefix("\n") { p = p.dropFirst() }
+            if p.hasSuffix("\r\n") || p.hasSuffix("\n") { p = p.dropLast() }
+            result.append(Array(p.utf8))
+        }
+        return result
+    }
+
+    /// Splits `headers\r\n\r\nbody`.
+    static func splitHead(_ text: String) -> (head: [String], body: String) {
+        let normalized = text.replacingOccurrences(of: "\r\n", with: "\n")
+        if let r = normalized.range(of: "\n\n") {
+            return (
+                normalized[..<r.lowerBound].split(separator: "\n").map(String.init),
+                String(normalized[r.upperBound...])
+            )
+        }
+        return (normalized.split(separator: "\n").map(String.init), "")
+    }
+
     /// The items of a multipart batch.
-    static func multipart(_ body: [UInt8], contentType: String) throws(LocalBatch.Failure) -> [BatchItem] {
-        guard let b = LocalBatch.boundary(contentType) else {
+    static func multipart(_ body: [UInt8], contentType: String) throws(Failure) -> [BatchItem] {
+        guard let b = boundary(contentType) else {
             throw .malformed("multipart batch without a boundary")
         }
         var items: [BatchItem] = []
-        for part in LocalBatch.parts(body, boundary: b) {
+        for part in parts(body, boundary: b) {
             let (head, inner) = splitPart(part)
             let mime = headerMap(head)
             let partType = mime["content-type"] ?? ""
             if partType.lowercased().hasPrefix("multipart/mixed") {
-                guard let cb = LocalBatch.boundary(partType) else {
+                guard let cb = boundary(partType) else {
                     throw .malformed("changeset without a boundary")
                 }
                 var requests: [BatchPart] = []
-                for p in LocalBatch.parts(Array(inner.utf8), boundary: cb) {
+                for p in parts(Array(inner.utf8), boundary: cb) {
                     let (h, r) = splitPart(p)
                     let request = try httpRequest(r, mime: headerMap(h))
                     if request.method == "GET" { throw .malformed("a changeset may not contain a GET") }
@@ -73,7 +121,7 @@ enum BatchChanges {
     static func splitPart(_ part: [UInt8]) -> (head: [String], body: String) {
         let text = String(decoding: part, as: UTF8.self)
         if text.hasPrefix("\r\n") || text.hasPrefix("\n") { return ([], String(text.dropFirst())) }
-        return LocalBatch.splitHead(text)
+        return splitHead(text)
     }
 
     /// `name: value` lines, names lower-cased.
@@ -88,12 +136,12 @@ enum BatchChanges {
     }
 
     /// One `application/http` request: request line, headers, body.
-    static func httpRequest(_ text: String, mime: [String: String]) throws(LocalBatch.Failure) -> BatchPart {
+    static func httpRequest(_ text: String, mime: [String: String]) throws(Failure) -> BatchPart {
         var trimmed = Substring(text)
         while trimmed.first == "\n" || trimmed.first == "\r\n" || trimmed.first == "\r" {
             trimmed = trimmed.dropFirst()
         }
-        let (head, body) = LocalBatch.splitHead(String(trimmed))
+        let (head, body) = splitHead(String(trimmed))
         guard let line = head.first else { throw .malformed("empty batch part") }
         let words = line.split(separator: " ")
         guard words.count >= 2 else { throw .malformed("bad request line '\(line.prefix(80))'") }
@@ -105,7 +153,7 @@ enum BatchChanges {
     }
 
     /// The items of a V4 JSON batch: consecutive requests with the same `atomicityGroup` form one changeset.
-    static func json(_ body: [UInt8]) throws(LocalBatch.Failure) -> [BatchItem] {
+    static func json(_ body: [UInt8]) throws(Failure) -> [BatchItem] {
         guard let json = try? RawJSON.parse(body), let requests = json["requests"]?.elements else {
             throw .malformed("a JSON batch needs a \"requests\" array")
         }
@@ -225,14 +273,14 @@ enum BatchChanges {
     /// The responses of a multipart batch response: each top-level item either a changeset (its part
     /// responses) or one response (a failed changeset, or a request outside changesets).
     static func responses(_ body: [UInt8], contentType: String) -> [[PartResponse]]? {
-        guard let b = LocalBatch.boundary(contentType) else { return nil }
+        guard let b = boundary(contentType) else { return nil }
         var items: [[PartResponse]] = []
-        for part in LocalBatch.parts(body, boundary: b) {
-            let (head, inner) = LocalBatch.splitHead(String(decoding: part, as: UTF8.self))
+        for part in parts(body, boundary: b) {
+            let (head, inner) = splitHead(String(decoding: part, as: UTF8.self))
             let type = headerMap(head)["content-type"] ?? ""
-            if type.lowercased().hasPrefix("multipart/mixed"), let cb = LocalBatch.boundary(type) {
+            if type.lowercased().hasPrefix("multipart/mixed"), let cb = boundary(type) {
                 items.append(
-                    LocalBatch.parts(Array(inner.utf8), boundary: cb).compactMap { p in
+                    parts(Array(inner.utf8), boundary: cb).compactMap { p in
                         let (mime, http) = splitPart(p)
                         guard var r = httpResponse(http) else { return nil }
                         if let id = headerMap(mime)["content-id"] { r.headers["content-id"] = id }
@@ -248,7 +296,7 @@ enum BatchChanges {
     static func httpResponse(_ text: String) -> PartResponse? {
         var trimmed = Substring(text)
         while trimmed.first == "\n" || trimmed.first == "\r\n" { trimmed = trimmed.dropFirst() }
-        let (head, body) = LocalBatch.splitHead(String(trimmed))
+        let (head, body) = splitHead(String(trimmed))
         guard let line = head.first else { return nil }
         let words = line.split(separator: " ")
         guard words.count >= 2, let status = Int(words[1]) else { return nil }
@@ -256,184 +304,32 @@ enum BatchChanges {
             status: status, headers: headerMap(Array(head.dropFirst())),
             body: Array(body.trimmingCharacters(in: .whitespacesAndNewlines).utf8))
     }
-}
 
-extension ODataService {
-    /// Whether a `$batch` request changes data (parsed; malformed ones count as not changing).
-    func batchHasChanges(_ request: HTTPRequest) -> Bool {
+    /// The items of a `$batch` request (JSON when its `Content-Type` says so, else multipart).
+    static func items(_ request: HTTPRequest) throws(Failure) -> [BatchItem] {
         let contentType = request.headers["Content-Type"] ?? ""
-        let items =
-            contentType.lowercased().hasPrefix("application/json")
-            ? try? BatchChanges.json(request.body)
-            : try? BatchChanges.multipart(request.body, contentType: contentType)
-        return items.map(BatchChanges.hasChanges) ?? false
+        return contentType.lowercased().hasPrefix("application/json")
+            ? try json(request.body) : try multipart(request.body, contentType: contentType)
     }
 
-    /// Blocking: a `$batch` with changes answered locally: each changeset applied to the mirror and
-    /// queued in one transaction (all or nothing), reads answered from the mirror, in order.
-    func batchWriteResponse(_ request: HTTPRequest) -> HTTPResponse {
-        let version = self.version
-        let contentType = request.headers["Content-Type"] ?? ""
-        let isJSON = contentType.lowercased().hasPrefix("application/json")
-        let items: [BatchItem]
-        do {
-            items =
-                isJSON
-                ? try BatchChanges.json(request.body)
-                : try BatchChanges.multipart(request.body, contentType: contentType)
-        } catch {
-            if case .malformed(let why) = error {
-                return ODataError.response(
-                    400, code: "BadRequest", "invalid $batch: \(why)", version: version)
-            }
-            return ODataError.response(400, code: "BadRequest", "invalid $batch", version: version)
-        }
-        guard let m = mirror.model else {
-            return ODataError.response(
-                503, code: "UpstreamUnavailable",
-                "the upstream is unreachable and the service is not mirrored",
-                version: version)
-        }
-        let gatewayRoot = forwarder.urlMap(for: request).gatewayRoot
-        let mount = forwarder.settings.mount
-        var references: [String: String] = [:]
-        var failed = Set<String>()
-        /// Per item: responses with their ids (one for a failed changeset).
-        var answers: [(changeset: Bool, parts: [(id: String?, response: HTTPResponse)])] = []
-        for item in items {
-            switch item {
-            case .single(let part):
-                if part.dependsOn.contains(where: failed.contains) {
-                    if let id = part.contentID { failed.insert(id) }
-                    answers.append(
-                        (false, [(part.contentID, failedDependency(version))]))
-                    continue
-                }
-                if part.method == "GET" {
-                    let read = BatchRead(
-                        id: part.contentID, method: "GET", url: BatchChanges.resolveURL(part.url, references),
-                        headers: part.headers.map { ($0.key, $0.value) })
-                    let r = localResponse(
-                        .batchPart(read, outer: request, mount: mount, gatewayRoot: gatewayRoot))
-                    if r.status >= 400, let id = part.contentID { failed.insert(id) }
-                    answers.append((false, [(part.contentID, r)]))
-                    continue
-                }
-                let result = applyChangeset([part], model: m, request: request, references: &references)
-                if result.count == 1, result[0].response.status >= 400, let id = part.contentID {
-                    failed.insert(id)
-                }
-                answers.append((false, result))
-            case .changeset(let parts, let group):
-                if parts.contains(where: { $0.dependsOn.contains(where: failed.contains) }) {
-                    for p in parts { if let id = p.contentID { failed.insert(id) } }
-                    if let group { failed.insert(group) }
-                    answers.append((true, [(parts.first?.contentID, failedDependency(version))]))
-                    continue
-                }
-                let result = applyChangeset(parts, model: m, request: request, references: &references)
-                if result.count == 1, result[0].response.status >= 400 {
-                    for p in parts { if let id = p.contentID { failed.insert(id) } }
-                    if let group { failed.insert(group) }
-                }
-                answers.append((true, result))
-            }
-        }
-        return serializeBatch(answers, json: isJSON, items: items)
+    /// Whether a `$batch` request changes data (malformed ones count as not changing).
+    static func hasChanges(_ request: HTTPRequest) -> Bool {
+        (try? items(request)).map(hasChanges) ?? false
     }
 
-    private func failedDependency(_ version: ODataVersion) -> HTTPResponse {
-        ODataError.response(
-            424, code: "FailedDependency", "a request this one depends on failed", version: version)
-    }
-
-    /// Applies the requests of one changeset to the mirror and queues them, in one transaction; the
-    /// responses per request, or one error response when any of them failed (nothing applied or queued).
-    func applyChangeset(
-        _ parts: [BatchPart], model m: MirrorModel, request: HTTPRequest, references: inout [String: String]
-    ) -> [(id: String?, response: HTTPResponse)] {
-        let gatewayRoot = forwarder.urlMap(for: request).gatewayRoot
-        let mount = forwarder.settings.mount
-        let changesetID = parts.count > 1 ? UUID().uuidString.lowercased() : nil
-        var local = references
-        do {
-            let outcomes = try queue.appendAll { db -> ([QueuedRequest], [LocalWriteOutcome]) in
-                var entries: [QueuedRequest] = []
-                var outcomes: [LocalWriteOutcome] = []
-                for (index, part) in parts.enumerated() {
-                    let url = BatchChanges.resolveURL(part.url, local)
-                    let read = BatchRead(id: nil, method: part.method, url: url, headers: [])
-                    let target = HTTPRequest.batchPart(
-                        read, outer: request, mount: mount, gatewayRoot: gatewayRoot
-                    )
-                    .target
-                    var relativeTarget = Substring(target.dropFirst(mount.count))
-                    var query = ""
-                    if let qi = relativeTarget.firstIndex(of: "?") {
-                        query = String(relativeTarget[relativeTarget.index(after: qi)...])
-                        relativeTarget = relativeTarget[..<qi]
-                    }
-                    var headers = HTTPHeaders()
-                    for (k, v) in part.headers { headers.set(k, v) }
-                    // The batch's own credentials and tag stand for its parts unless a part has its own.
-                    for name in ["Authorization", "Cookie", "OfflineOData.CustomTag"]
-                    where headers[name] == nil {
-                        if let value = request.headers[name] { headers.set(name, value) }
-                    }
-                    var method = part.method
-                    if method == "POST", let tunneled = headers["X-HTTP-Method"], !tunneled.isEmpty {
-                        method = tunneled.uppercased()
-                    }
-                    let input = LocalWriteInput(
-                        method: method, path: String(relativeTarget), query: query,
-                        body: BatchChanges.resolveBody(part.body, local), headers: headers,
-                        gatewayRoot: gatewayRoot)
-                    var (entry, outcome) = try applyLocalWrite(db, model: m, input)
-                    entry.changeset = changesetID
-                    entry.contentID = part.contentID ?? String(index + 1)
-                    entries.append(entry)
-                    outcomes.append(outcome)
-                    if let id = part.contentID {
-                        local[id] = outcome.createdKey.map { outcome.set + $0 } ?? String(relativeTarget)
-                    }
-                }
-                return (entries, outcomes)
-            }
-            references = local
-            return zip(parts, outcomes).map { part, outcome in
-                var response = writeAnswer(outcome, request: request)
-                response.headers.remove(MirrorgateHeader.origin)
-                return (part.contentID, response)
-            }
-        } catch let e as LocalReadError {
-            return [
-                (
-                    parts.first?.contentID,
-                    ODataError.response(e.status, code: e.code, e.message, version: version)
-                )
-            ]
-        } catch {
-            return [
-                (
-                    parts.first?.contentID,
-                    ODataError.response(
-                        500, code: "InternalError", "the changeset could not be stored: \(error)",
-                        version: version)
-                )
-            ]
-        }
-    }
-
-    private func serializeBatch(
+    /// The batch response for `answers` (per item of `items`: its responses with their ids, one response
+    /// for a failed changeset): V4 JSON `{"responses":[…]}` (a failed atomicity group answers for each of
+    /// its requests), else multipart (changesets nested; V2 `202`, V4 `200`).
+    static func response(
         _ answers: [(changeset: Bool, parts: [(id: String?, response: HTTPResponse)])], json: Bool,
-        items: [BatchItem]
+        items: [BatchItem], version: ODataVersion
     ) -> HTTPResponse {
         func bodyBytes(_ r: HTTPResponse) -> [UInt8] {
             if case .bytes(let b) = r.body { return b }
             return []
         }
         func headerPairs(_ r: HTTPResponse) -> [(String, String)] {
-            r.headers.fields.filter { $0.name.lowercased() != "x-mirrorgate-origin" }.map {
+            r.headers.fields.filter { $0.name.lowercased() != MirrorgateHeader.origin.lowercased() }.map {
                 ($0.name, $0.value)
             }
         }
@@ -473,9 +369,8 @@ extension ODataService {
             }
             var bytes: [UInt8] = []
             RawJSON.object([("responses", .array(out))]).write(to: &bytes)
-            var h = HTTPHeaders()
+            var h = ODataVersionHeaders.response(.v4, for: .data)
             h.set("Content-Type", "application/json")
-            h.set("OData-Version", "4.0")
             return HTTPResponse(status: 200, headers: h, body: .bytes(bytes))
         }
         let boundary = "batchresponse_" + UUID().uuidString.lowercased()
@@ -503,9 +398,39 @@ extension ODataService {
             }
         }
         out += "--\(boundary)--\r\n"
-        var h = HTTPHeaders()
+        var h = ODataVersionHeaders.response(version, for: .data)
         h.set("Content-Type", "multipart/mixed; boundary=\(boundary)")
-        if version == .v4 { h.set("OData-Version", "4.0") } else { h.set("DataServiceVersion", "2.0") }
         return HTTPResponse(status: version == .v2 ? 202 : 200, headers: h, body: .bytes(Array(out.utf8)))
+    }
+}
+
+extension ODataBatchCodec {
+    /// A request under `mount` for one batch part: its method and `url` (relative to the service root,
+    /// an absolute path or an absolute URL; `$N` references resolved by the caller), the outer batch's
+    /// `Host` plus the part's own headers (`Accept: application/json` when it names none), and its body.
+    static func request(
+        _ part: BatchPart, url: String, outer: HTTPRequest, mount: String, gatewayRoot: String
+    )
+        -> HTTPRequest
+    {
+        var url = url
+        if url.hasPrefix(gatewayRoot) {
+            url = String(url.dropFirst(gatewayRoot.count))
+        } else if let r = url.range(of: "://") {
+            let afterScheme = url[r.upperBound...]
+            url = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+        }
+        if url.hasPrefix(mount) {
+            url = String(url.dropFirst(mount.count))
+        } else if url.hasPrefix("/") {
+            url = String(url.dropFirst())
+        }
+        var headers = HTTPHeaders()
+        for (name, value) in outer.headers where name.lowercased() == "host" { headers.set(name, value) }
+        for (name, value) in part.headers { headers.set(name, value) }
+        if headers["Accept"] == nil { headers.set("Accept", "application/json") }
+        return HTTPRequest(
+            method: part.method, target: mount + url, version: outer.version, headers: headers,
+            body: part.body)
     }
 }

@@ -33,91 +33,90 @@ struct LocalWriteInput {
     var gatewayRoot: String
 }
 
-extension ODataService {
-    /// The effective method of a write (`X-HTTP-Method` on a POST tunnels MERGE/PATCH/PUT/DELETE).
-    static func effectiveMethod(_ request: HTTPRequest) -> String {
-        if request.method == "POST", let tunneled = request.headers["X-HTTP-Method"], !tunneled.isEmpty {
-            return tunneled.uppercased()
-        }
-        return request.method.uppercased()
-    }
+/// The offline writer: applies a client's write to the mirror and appends it to the request queue in
+/// one fsynced transaction (``ODataRequestQueue/append(_:)``), then answers as the client's version
+/// expects. Single writes here (creates, also through a navigation and deep inserts, updates, replaces,
+/// deletes, `@odata.bind`/`__metadata.uri` links), link changes (``applyLinkChange(_:segments:_:)``) and
+/// `$batch` changesets (``batchResponse(to:)``).
+///
+/// Promises: a write is acknowledged only after its effect and its queue entry are on disk; a write
+/// that cannot be applied leaves nothing behind (the transaction rolls back) and is answered with an
+/// OData error; `If-Match` is checked against the version the mirror has; keys it mints are negative
+/// integers or `local-…` strings, never reused; ETags it mints (`W/"mg-…"`) never go upstream. It may
+/// touch the mirror (through ``MirrorWriter``), the queue and the local reader (to answer a create with
+/// the stored entity); it never calls the upstream.
+struct ODataOfflineWriter: ODataServicePart {
+    let context: ODataServiceContext
+    let reader: ODataLocalReader
 
-    /// Blocking (on the pool): applies a single-request write to the mirror and appends it to the queue
-    /// in one fsynced transaction, then answers as the client's version expects.
-    func answerWriteLocally(_ request: HTTPRequest, _ responder: any Responder) {
-        OriginResponder(inner: responder, origin: "local").respond(localWriteResponse(request))
-        // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
-        if !settings.localFirst, forwarder.reachability.isReachable, queue.count > 0 {
-            upload(completion: nil)
-        }
-    }
-
-    func localWriteResponse(_ request: HTTPRequest) -> HTTPResponse {
+    /// Blocking: applies a single-request write to the mirror and appends it to the queue in one fsynced
+    /// transaction, then answers as the client's version expects.
+    func response(to request: HTTPRequest) -> HTTPResponse {
         let version = self.version
         guard let m = mirror.model else {
-            return ODataError.response(
+            return ODataServiceError.response(
                 503, code: "UpstreamUnavailable",
                 "the upstream is unreachable and the service is not mirrored",
                 version: version)
         }
-        let (path, query) = relative(request)
+        let (path, query) = mount.relative(request)
         let input = LocalWriteInput(
-            method: Self.effectiveMethod(request), path: path, query: query, body: request.body,
-            headers: request.headers, gatewayRoot: forwarder.urlMap(for: request).gatewayRoot)
+            method: request.odataMethod, path: path, query: query, body: request.body,
+            headers: request.headers, gatewayRoot: mount.gatewayRoot(for: request))
         do {
             let outcome = try queue.append { db -> (QueuedRequest, LocalWriteOutcome) in
-                try applyLocalWrite(db, model: m, input)
+                try apply(MirrorWriter(db: db, model: m), input)
             }
-            return writeAnswer(outcome, request: request)
-        } catch let e as LocalReadError {
-            return ODataError.response(e.status, code: e.code, e.message, version: version)
+            return answer(outcome, request: request)
+        } catch let e as ODataServiceError {
+            return e.response(version: version)
         } catch {
-            return ODataError.response(
+            return ODataServiceError.response(
                 500, code: "InternalError", "the write could not be stored: \(error)", version: version)
         }
     }
 
     /// The answer to an applied write: a create reads the stored entity back (`201` with `Location`).
-    func writeAnswer(_ outcome: LocalWriteOutcome, request: HTTPRequest) -> HTTPResponse {
+    func answer(_ outcome: LocalWriteOutcome, request: HTTPRequest) -> HTTPResponse {
         if let createdKey = outcome.createdKey {
-            let root = forwarder.urlMap(for: request).gatewayRoot
+            let root = mount.gatewayRoot(for: request)
             var headers = request.headers
             headers.remove("Content-Type")
-            var read = localResponse(
-                HTTPRequest(
-                    method: "GET", target: forwarder.settings.mount + outcome.set + createdKey,
-                    headers: headers))
+            var read = reader.response(
+                to: HTTPRequest(
+                    method: "GET", target: mount.path + outcome.set + createdKey, headers: headers))
             read.status = 201
             read.headers.set("Location", root + outcome.set + createdKey)
             if version == .v4 { read.headers.set("OData-EntityId", root + outcome.set + createdKey) }
             return read
         }
-        var h = HTTPHeaders()
-        if version == .v4 { h.set("OData-Version", "4.0") } else { h.set("DataServiceVersion", "1.0") }
+        var h = ODataVersionHeaders.response(version, for: .empty)
         if let etag = outcome.etag { h.set("ETag", etag) }
         return HTTPResponse(status: outcome.status, headers: h, body: .bytes([]))
     }
 
     /// Inside the queue's transaction: applies one write (create, create through a navigation, deep insert,
-    /// update, delete) to the mirror and returns the queue entry for it. Throws ``LocalReadError`` when
-    /// the write cannot be applied (nothing of it stays: the caller's transaction rolls back).
-    func applyLocalWrite(_ db: Database, model m: MirrorModel, _ input: LocalWriteInput) throws -> (
-        QueuedRequest, LocalWriteOutcome
-    ) {
-        var (queued, outcome) = try applyWrite(db, model: m, input)
+    /// update, delete, link change) to the mirror and returns the queue entry for it. Throws
+    /// ``ODataServiceError`` when the write cannot be applied (nothing of it stays: the caller's
+    /// transaction rolls back).
+    func apply(_ w: MirrorWriter, _ input: LocalWriteInput) throws -> (QueuedRequest, LocalWriteOutcome) {
+        var (queued, outcome) = try applyWrite(w, input)
         // The writer's credentials are kept (0600, never logged) only when they are replayed on upload.
-        if settings.uploadCredentials != .client { queued.authorization = nil }
-        try recordRequestExtras(input.headers, requestID: queued.requestID, in: db)
+        let keepCredentials = mirrorSettings.uploadCredentials == .client
+        if !keepCredentials { queued.authorization = nil }
+        try queue.recordExtras(
+            input.headers, requestID: queued.requestID, keepCookie: keepCredentials, in: w.db)
         return (queued, outcome)
     }
 
-    private func applyWrite(_ db: Database, model m: MirrorModel, _ input: LocalWriteInput) throws -> (
+    private func applyWrite(_ w: MirrorWriter, _ input: LocalWriteInput) throws -> (
         QueuedRequest, LocalWriteOutcome
     ) {
+        let m = w.model
         let method = input.method
         let parsed: ODataResourcePath
         do { parsed = try ODataResourcePath.parse(input.path, model: m.model) } catch {
-            throw LocalReadError(404, "NotFound", "\(error)")
+            throw ODataServiceError(404, "NotFound", "\(error)")
         }
         var set: String?
         var type = ""
@@ -151,9 +150,9 @@ extension ODataService {
             }
         default: break
         }
-        if set == nil, let link = try applyLinkChange(db, model: m, segments: segments, input) { return link }
+        if set == nil, let link = try applyLinkChange(w, segments: segments, input) { return link }
         guard let set, let layout = m.layouts[set] else {
-            throw LocalReadError(
+            throw ODataServiceError(
                 503, "UpstreamUnavailable",
                 "the upstream is unreachable; only creates (of an entity set or through a navigation) and updates/deletes of one entity are queued offline"
             )
@@ -162,14 +161,14 @@ extension ODataService {
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
         if method != "DELETE" {
             guard let body = try? RawJSON.parse(input.body) else {
-                throw LocalReadError(400, "BadRequest", "the request body is not JSON")
+                throw ODataServiceError(400, "BadRequest", "the request body is not JSON")
             }
             var object = body
             if let d = body["d"], body.members?.count == 1 { object = d }
             guard let given = object.members else {
-                throw LocalReadError(400, "BadRequest", "the body is not an object")
+                throw ODataServiceError(400, "BadRequest", "the body is not an object")
             }
-            (members, nested) = try splitBody(db, model: m, type: type, given, allowNested: method == "POST")
+            (members, nested) = try splitBody(w, type: type, given, allowNested: method == "POST")
         }
         let keyProperties = m.model.keyProperties(of: type)
         var queued = QueuedRequest(
@@ -183,10 +182,8 @@ extension ODataService {
             if let parent {
                 // The new entity belongs to the parent: its foreign key takes the parent's value.
                 let parentLayout = m.layouts[parent.set]
-                let parentRow = try parentLayout.flatMap {
-                    try row(db, model: m, layout: $0, key: parent.key)
-                }
-                guard let parentRow else { throw LocalReadError(404, "NotFound", "no such entity") }
+                let parentRow = try parentLayout.flatMap { try w.entity($0, key: parent.key)?.members }
+                guard let parentRow else { throw ODataServiceError(404, "NotFound", "no such entity") }
                 for c in parent.nav.referentialConstraints {
                     if let v = parentRow.first(where: { $0.0 == c.property })?.1 {
                         Self.setMember(&members, c.referencedProperty, v)
@@ -195,8 +192,8 @@ extension ODataService {
             }
             var created: [[String: String]] = []
             let (stored, minted) = try createEntity(
-                db, model: m, layout: layout, members: members, nested: nested, record: &created)
-            if minted { queued.localKey = Self.keyPredicate(stored, keyProperties, version: m.version) }
+                w, layout: layout, members: members, nested: nested, record: &created)
+            if minted { queued.localKey = ODataKeyText.predicate(stored, keyProperties, version: m.version) }
             if !created.isEmpty {
                 queued.nested = RawJSON.array(
                     created.map {
@@ -208,12 +205,12 @@ extension ODataService {
                 queued,
                 LocalWriteOutcome(
                     status: 201, set: set,
-                    createdKey: Self.keyPredicate(stored, keyProperties, version: m.version))
+                    createdKey: ODataKeyText.predicate(stored, keyProperties, version: m.version))
             )
         }
-        guard let key else { throw LocalReadError(400, "BadRequest", "no key") }
+        guard let key else { throw ODataServiceError(400, "BadRequest", "no key") }
         let o = try applyToMirror(
-            db, model: m, layout: layout, method: method, key: key, members: members,
+            w, layout: layout, method: method, key: key, members: members,
             keyProperties: keyProperties, clientIfMatch: input.headers["If-Match"], queued: &queued)
         return (queued, LocalWriteOutcome(status: o.status, set: set, createdKey: nil, etag: o.etag))
     }
@@ -221,8 +218,9 @@ extension ODataService {
     /// The structural members of a body and its nested entities (deep insert); `Nav@odata.bind` and V2
     /// `{"__metadata": {"uri": …}}` links set the foreign key of a single-valued navigation.
     private func splitBody(
-        _ db: Database, model m: MirrorModel, type: String, _ given: [(String, RawJSON)], allowNested: Bool
+        _ w: MirrorWriter, type: String, _ given: [(String, RawJSON)], allowNested: Bool
     ) throws -> ([(String, RawJSON)], [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])]) {
+        let m = w.model
         var members: [(String, RawJSON)] = []
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
         var binds: [(EdmNavigationProperty, String)] = []
@@ -236,14 +234,7 @@ extension ODataService {
             }
             if name == "__metadata" || name.hasPrefix("@") || name.contains("@") { continue }
             if let nav = m.model.navigationProperty(named: name, in: type) {
-                var items: [RawJSON] = []
-                if let a = value.elements {
-                    items = a
-                } else if let r = value["results"]?.elements {
-                    items = r
-                } else if value.members != nil, value["__deferred"] == nil {
-                    items = [value]
-                }
+                let items = value.navigationItems
                 var entities: [[(String, RawJSON)]] = []
                 for item in items {
                     guard let o = item.members else { continue }
@@ -255,7 +246,7 @@ extension ODataService {
                 }
                 if !entities.isEmpty {
                     guard allowNested else {
-                        throw LocalReadError(
+                        throw ODataServiceError(
                             400, "BadRequest", "nested entities are only accepted in a create (deep insert)")
                     }
                     nested.append((nav, entities))
@@ -265,7 +256,7 @@ extension ODataService {
             members.append((name, value))
         }
         for (nav, link) in binds where !nav.isCollection {
-            let values = try linkedKeyValues(db, model: m, link: link)
+            let values = try linkedKeyValues(w, link: link)
             for c in nav.referentialConstraints {
                 if let v = values.first(where: { $0.0 == c.referencedProperty })?.1 {
                     Self.setMember(&members, c.property, v)
@@ -276,41 +267,28 @@ extension ODataService {
     }
 
     /// The stored properties of the entity a link (`Customers('X')`, a URL under the service root) addresses.
-    private func linkedKeyValues(_ db: Database, model m: MirrorModel, link: String) throws -> [(
+    private func linkedKeyValues(_ w: MirrorWriter, link: String) throws -> [(
         String, RawJSON
     )] {
-        try linkedEntity(db, model: m, link: link).members
+        try linkedEntity(w, link: link).members
     }
 
     /// The entity a link addresses: its set's layout, key and stored properties.
-    func linkedEntity(_ db: Database, model m: MirrorModel, link: String) throws -> (
+    func linkedEntity(_ w: MirrorWriter, link: String) throws -> (
         layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)]
     ) {
+        let m = w.model
         var path = link
-        if let r = path.range(of: forwarder.settings.mount) { path = String(path[r.upperBound...]) }
+        if let r = path.range(of: settings.mount) { path = String(path[r.upperBound...]) }
         while path.hasPrefix("/") { path = String(path.dropFirst()) }
         guard let parsed = try? ODataResourcePath.parse(path, model: m.model), parsed.segments.count == 2,
             case .entitySet(let set, _) = parsed.segments[0], case .key(let key) = parsed.segments[1],
             let layout = m.layouts[set]
-        else { throw LocalReadError(400, "BadRequest", "cannot resolve the link '\(link)'") }
-        guard let found = try row(db, model: m, layout: layout, key: key) else {
-            throw LocalReadError(404, "NotFound", "the linked entity '\(link)' does not exist")
+        else { throw ODataServiceError(400, "BadRequest", "cannot resolve the link '\(link)'") }
+        guard let found = try w.entity(layout, key: key)?.members else {
+            throw ODataServiceError(404, "NotFound", "the linked entity '\(link)' does not exist")
         }
         return (layout, key, found)
-    }
-
-    /// The stored `_json` members of the entity with `key`, if any.
-    func row(_ db: Database, model m: MirrorModel, layout: MirrorSetLayout, key: ODataKey) throws -> [(
-        String, RawJSON
-    )]? {
-        let (whereSQL, values) = m.keyPredicate(key, in: layout)
-        guard
-            let r = try db.query(
-                "SELECT \"_json\" FROM \(q(layout.set.name)) WHERE \(whereSQL)",
-                values
-            ).first
-        else { return nil }
-        return (try? RawJSON.parse(r[0].string ?? "{}"))?.members ?? []
     }
 
     static func setMember(_ members: inout [(String, RawJSON)], _ name: String, _ value: RawJSON) {
@@ -325,12 +303,13 @@ extension ODataService {
     /// navigations' referential constraints; returns the stored members and whether a key was minted.
     /// `record` collects the nested entities created (`set`, `key`, `nav`, `index`).
     private func createEntity(
-        _ db: Database, model m: MirrorModel, layout: MirrorSetLayout, members given: [(String, RawJSON)],
+        _ w: MirrorWriter, layout: MirrorSetLayout, members given: [(String, RawJSON)],
         nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])],
         record: inout [[String: String]],
         depth: Int = 0
     ) throws -> ([(String, RawJSON)], Bool) {
-        guard depth < 8 else { throw LocalReadError(400, "BadRequest", "deep insert nested too deeply") }
+        let m = w.model
+        guard depth < 8 else { throw ODataServiceError(400, "BadRequest", "deep insert nested too deeply") }
         var members = given
         let keyProperties = m.model.keyProperties(of: layout.entityType)
         var principals: [(EdmNavigationProperty, [(String, RawJSON)], MirrorSetLayout, Int)] = []
@@ -341,7 +320,9 @@ extension ODataService {
                     .flatMap({
                         m.layouts[$0.name]
                     }) ?? m.layouts.values.first(where: { $0.entityType == nav.target })
-            else { throw LocalReadError(400, "BadRequest", "no entity set for the navigation '\(nav.name)'") }
+            else {
+                throw ODataServiceError(400, "BadRequest", "no entity set for the navigation '\(nav.name)'")
+            }
             // The side whose constraint properties are its key is the principal.
             let keyNames = Set(keyProperties.map(\.name))
             let sourceIsPrincipal =
@@ -357,17 +338,11 @@ extension ODataService {
         }
         for (nav, item, target, index) in principals {
             let (inner, innerNested) = try splitBody(
-                db, model: m, type: target.entityType, item, allowNested: true)
+                w, type: target.entityType, item, allowNested: true)
             let (stored, minted) = try createEntity(
-                db, model: m, layout: target, members: inner, nested: innerNested, record: &record,
+                w, layout: target, members: inner, nested: innerNested, record: &record,
                 depth: depth + 1)
-            if minted, depth == 0 {
-                record.append([
-                    "set": target.set.name, "nav": nav.name, "index": String(index),
-                    "key": Self.keyPredicate(
-                        stored, m.model.keyProperties(of: target.entityType), version: m.version),
-                ])
-            }
+            if minted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
             for c in nav.referentialConstraints {
                 if let v = stored.first(where: { $0.0 == c.referencedProperty })?.1 {
                     Self.setMember(&members, c.property, v)
@@ -380,82 +355,67 @@ extension ODataService {
             minted = true
             switch prim {
             case .byte, .sbyte, .int16, .int32, .int64:
-                members.append((p.name, .number(String(try mintLocalInteger(db)))))
+                members.append((p.name, .number(String(try w.mintLocalInteger()))))
             case .guid:
                 members.append((p.name, .string(UUID().uuidString.lowercased())))
             default:
                 members.append((p.name, .string("local-" + UUID().uuidString.lowercased())))
             }
         }
-        try insert(db, model: m, layout: layout, members: members)
+        try insert(w, layout: layout, members: members)
         for (nav, item, target, index) in dependents {
             var (inner, innerNested) = try splitBody(
-                db, model: m, type: target.entityType, item, allowNested: true)
+                w, type: target.entityType, item, allowNested: true)
             for c in nav.referentialConstraints {
                 if let v = members.first(where: { $0.0 == c.property })?.1 {
                     Self.setMember(&inner, c.referencedProperty, v)
                 }
             }
             let (stored, innerMinted) = try createEntity(
-                db, model: m, layout: target, members: inner, nested: innerNested, record: &record,
+                w, layout: target, members: inner, nested: innerNested, record: &record,
                 depth: depth + 1)
-            if innerMinted, depth == 0 {
-                record.append([
-                    "set": target.set.name, "nav": nav.name, "index": String(index),
-                    "key": Self.keyPredicate(
-                        stored, m.model.keyProperties(of: target.entityType), version: m.version),
-                ])
-            }
+            if innerMinted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
         }
         return (members, minted)
     }
 
-    private func insert(
-        _ db: Database, model m: MirrorModel, layout: MirrorSetLayout, members: [(String, RawJSON)]
-    )
-        throws
-    {
-        let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
-        let sql =
-            "INSERT INTO \(q(layout.set.name)) (\(names.joined(separator: ", "))) VALUES ("
-            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
-        let values =
-            layout.columns.map {
-                ODataMirror.columnValue(ODataMirror.lookup(members, $0.path), $0.type, m.version)
-            }
-        let etag: SQLValue = try usesETags(db, model: m, layout: layout) ? .text(Self.mintETag()) : .null
+    /// What the queue entry of a deep insert records of one nested entity created with a minted key:
+    /// `set`, `nav`, `index` (position under the navigation property) and `key`.
+    static func nestedRecord(
+        _ m: MirrorModel, _ target: MirrorSetLayout, _ nav: EdmNavigationProperty, _ index: Int,
+        _ stored: [(String, RawJSON)]
+    ) -> [String: String] {
+        [
+            "set": target.set.name, "nav": nav.name, "index": String(index),
+            "key": ODataKeyText.predicate(
+                stored, m.model.keyProperties(of: target.entityType), version: m.version),
+        ]
+    }
+
+    private func insert(_ w: MirrorWriter, layout: MirrorSetLayout, members: [(String, RawJSON)]) throws {
+        let etag = try w.usesETags(layout) ? Self.mintETag() : nil
         do {
-            try db.run(sql, [.text(RawJSON.object(members).serialized()), etag, .text("local")] + values)
+            try w.insert(layout, members: members, etag: etag)
         } catch {
-            throw LocalReadError(409, "Conflict", "an entity with this key exists in \(layout.set.name)")
+            throw ODataServiceError(409, "Conflict", "an entity with this key exists in \(layout.set.name)")
         }
     }
 
     /// Applies an update or delete inside the queue's transaction; fills in the queue entry's `If-Match`.
     func applyToMirror(
-        _ db: Database, model m: MirrorModel, layout: MirrorSetLayout, method: String, key: ODataKey,
+        _ w: MirrorWriter, layout: MirrorSetLayout, method: String, key: ODataKey,
         members: [(String, RawJSON)], keyProperties: [EdmProperty], clientIfMatch: String?,
         queued: inout QueuedRequest
     ) throws -> LocalWriteOutcome {
-        let table = q(layout.set.name)
-        let (whereSQL, whereValues) = m.keyPredicate(key, in: layout)
-        func row(_ properties: [(String, RawJSON)]) -> [SQLValue] {
-            layout.columns.map {
-                ODataMirror.columnValue(ODataMirror.lookup(properties, $0.path), $0.type, m.version)
-            }
+        guard let existing = try w.entity(layout, key: key) else {
+            throw ODataServiceError(404, "NotFound", "no such entity")
         }
-        guard
-            let existing = try db.query(
-                "SELECT \"_json\", \"_etag\" FROM \(table) WHERE \(whereSQL)", whereValues
-            )
-            .first
-        else { throw LocalReadError(404, "NotFound", "no such entity") }
-        let current = existing[1].string
+        let current = existing.etag
         if let given = clientIfMatch, given != Self.noIfMatch {
             // The client's precondition holds against the version the mirror has (`*` always does); a
             // version the mirror cannot name (a set without ETags) is not checked.
             if let current, !Self.ifMatch(given, allows: current) {
-                throw LocalReadError(
+                throw ODataServiceError(
                     412, "PreconditionFailed",
                     "If-Match does not match the entity's current ETag (\(current))")
             }
@@ -465,11 +425,11 @@ extension ODataService {
             queued.ifMatch = uploadIfMatch(mirrorETag: Self.isMintedETag(current) ? nil : current)
         }
         if method == "DELETE" {
-            try db.run("DELETE FROM \(table) WHERE \(whereSQL)", whereValues)
+            try w.delete(layout, key: key)
             return LocalWriteOutcome(status: 204, createdKey: nil)
         }
         var properties: [(String, RawJSON)] = []
-        let old = (try? RawJSON.parse(existing[0].string ?? "{}"))?.members ?? []
+        let old = existing.members
         if method == "PUT" {
             properties = old.filter { p in keyProperties.contains { $0.name == p.0 } }
             for (k, v) in members where !properties.contains(where: { $0.0 == k }) {
@@ -481,11 +441,7 @@ extension ODataService {
         }
         // A new version: a new ETag when the set carries them (the upstream's comes with the next download).
         let etag = current == nil ? nil : Self.mintETag()
-        let sets = ([#""_json" = ?"#, #""_etag" = ?"#] + layout.columns.map { "\(q($0.name)) = ?" })
-            .joined(separator: ", ")
-        try db.run(
-            "UPDATE \(table) SET \(sets) WHERE \(whereSQL)",
-            [.text(RawJSON.object(properties).serialized()), SQLValue(etag)] + row(properties) + whereValues)
+        try w.update(layout, key: key, members: properties, etag: etag)
         return LocalWriteOutcome(status: 204, createdKey: nil, etag: etag)
     }
 
@@ -518,82 +474,17 @@ extension ODataService {
         }
     }
 
-    /// Whether `layout`'s entities carry ETags: the model names concurrency properties, or stored rows
-    /// have ETags (looking at a few rows only: the set's downloaded rows come first).
-    func usesETags(_ db: Database, model m: MirrorModel, layout: MirrorSetLayout) throws -> Bool {
-        if !m.model.concurrencyProperties(of: layout.entityType).isEmpty { return true }
-        return try db.scalar(
-            "SELECT 1 FROM (SELECT \"_etag\" AS e FROM \(q(layout.set.name)) LIMIT 64) WHERE e IS NOT NULL LIMIT 1"
-        ) != nil
-    }
-
-    /// The next gateway-minted integer key inside `db`'s transaction: negative, never reused.
-    func mintLocalInteger(_ db: Database) throws -> Int64 {
-        let current =
-            try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='localKeySeq'"#)?.string.flatMap {
-                Int64($0)
-            } ?? 0
-        let n = current - 1
-        try db.run(
-            #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('localKeySeq', ?)"#, [.text(String(n))])
-        return n
-    }
-
-    /// `(-1)`, `('a')`, `(A=1,B='x')` for the key values among `members`.
-    static func keyPredicate(_ members: [(String, RawJSON)], _ keys: [EdmProperty], version: ODataVersion)
-        -> String
-    {
-        func literal(_ p: EdmProperty, _ v: RawJSON) -> String {
-            switch v {
-            case .number(let n):
-                return p.type.primitive == .int64 && version == .v2 ? n + "L" : n
-            case .string(let s):
-                switch p.type.primitive {
-                case .byte, .sbyte, .int16, .int32: return s
-                case .int64: return version == .v2 ? s + "L" : s
-                case .guid: return version == .v2 ? "guid'\(s)'" : s
-                default:
-                    return "'" + ODataService.encodeQuery(s.replacingOccurrences(of: "'", with: "''")) + "'"
-                }
-            case .bool(let b): return b ? "true" : "false"
-            default: return "null"
-            }
+    /// The If-Match an uploaded write gets when its client sent none (`uploadIfMatch`).
+    func uploadIfMatch(mirrorETag: String?) -> String? {
+        switch mirrorSettings.uploadIfMatch {
+        case .mirror: return mirrorETag ?? "*"
+        case .star: return "*"
+        case .omit: return nil
         }
-        let parts = keys.map { p in (p.name, members.first { $0.0 == p.name }?.1 ?? .null) }
-        if parts.count == 1 { return "(" + literal(keys[0], parts[0].1) + ")" }
-        return "(" + zip(keys, parts).map { "\($0.0.name)=" + literal($0.0, $0.1.1) }.joined(separator: ",")
-            + ")"
     }
 
     /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
     static func imfDate(_ date: Date) -> String {
         Timestamps.imfDate(secondsSince1970: date.timeIntervalSince1970)
-    }
-}
-
-/// The one conversion between the translator's bindings (ODataCore knows no storage) and storage values.
-extension SQLValue {
-    /// The storage value of a translator binding.
-    init(_ binding: SQLBinding) {
-        switch binding {
-        case .null: self = .null
-        case .integer(let i): self = .integer(i)
-        case .real(let d): self = .real(d)
-        case .text(let t): self = .text(t)
-        case .blob(let b): self = .blob(b)
-        }
-    }
-}
-
-extension SQLBinding {
-    /// The translator binding of a storage value.
-    init(_ value: SQLValue) {
-        switch value {
-        case .null: self = .null
-        case .integer(let i): self = .integer(i)
-        case .real(let d): self = .real(d)
-        case .text(let t): self = .text(t)
-        case .blob(let b): self = .blob(b)
-        }
     }
 }

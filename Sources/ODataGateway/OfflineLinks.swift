@@ -5,14 +5,15 @@ import JSONCore
 import ODataCore
 import Storage
 
-extension ODataService {
+extension ODataOfflineWriter {
     /// Link changes applied locally: V4 `PUT/POST/DELETE …/Nav/$ref` and V2 `…/$links/Nav`. The link is
     /// the foreign key of the navigation's referential constraint: on the source row (a single-valued
     /// navigation to its principal) or on the target row (a collection of dependents). Returns nil when
     /// the path is no link change.
-    func applyLinkChange(
-        _ db: Database, model m: MirrorModel, segments: [ODataPathSegment], _ input: LocalWriteInput
-    ) throws -> (QueuedRequest, LocalWriteOutcome)? {
+    func applyLinkChange(_ w: MirrorWriter, segments: [ODataPathSegment], _ input: LocalWriteInput) throws
+        -> (QueuedRequest, LocalWriteOutcome)?
+    {
+        let m = w.model
         guard segments.count >= 3, case .entitySet(let setName, let type) = segments[0],
             case .key(let key) = segments[1]
         else { return nil }
@@ -38,15 +39,15 @@ extension ODataService {
         guard rest.isEmpty else { return nil }
         let method = input.method
         guard ["PUT", "POST", "DELETE"].contains(method) else {
-            throw LocalReadError(405, "MethodNotAllowed", "links are changed with PUT, POST or DELETE")
+            throw ODataServiceError(405, "MethodNotAllowed", "links are changed with PUT, POST or DELETE")
         }
         guard !nav.referentialConstraints.isEmpty, let sourceLayout = m.layouts[setName] else {
-            throw LocalReadError(
+            throw ODataServiceError(
                 501, "NotImplemented",
                 "the link '\(navName)' has no referential constraint to store it offline")
         }
-        guard let source = try row(db, model: m, layout: sourceLayout, key: key) else {
-            throw LocalReadError(404, "NotFound", "no such entity")
+        guard let source = try w.entity(sourceLayout, key: key)?.members else {
+            throw ODataServiceError(404, "NotFound", "no such entity")
         }
         let sourceKeys = Set(m.model.key(of: type))
         let sourceHoldsForeignKey = !nav.referentialConstraints.allSatisfy {
@@ -56,23 +57,23 @@ extension ODataService {
         var link: String?
         if method != "DELETE" {
             guard let body = try? RawJSON.parse(input.body) else {
-                throw LocalReadError(400, "BadRequest", "the request body is not JSON")
+                throw ODataServiceError(400, "BadRequest", "the request body is not JSON")
             }
             let object = body["d"] ?? body
             link = object["@odata.id"]?.string ?? object["uri"]?.string
             guard link != nil else {
-                throw LocalReadError(400, "BadRequest", "the body names no entity to link")
+                throw ODataServiceError(400, "BadRequest", "the body names no entity to link")
             }
         } else if let id = Self.queryParameter(input.query, "$id") {
             link = id
         }
         var target: (layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)])?
         if let link {
-            let linked = try linkedEntity(db, model: m, link: link)
+            let linked = try linkedEntity(w, link: link)
             // Only an entity of the navigation's target type can be linked (else the foreign key would be
             // written into an unrelated row of the mirror).
             guard m.model.isType(linked.layout.entityType, derivedFrom: nav.target) else {
-                throw LocalReadError(
+                throw ODataServiceError(
                     400, "BadRequest", "'\(link)' is not an entity of the type '\(navName)' leads to")
             }
             target = linked
@@ -80,8 +81,8 @@ extension ODataService {
             let targetSet = m.model.targetEntitySet(from: sourceLayout.set, navigationPath: navName),
             let layout = m.layouts[targetSet.name]
         {
-            guard let members = try row(db, model: m, layout: layout, key: targetKey) else {
-                throw LocalReadError(404, "NotFound", "the linked entity does not exist")
+            guard let members = try w.entity(layout, key: targetKey)?.members else {
+                throw ODataServiceError(404, "NotFound", "the linked entity does not exist")
             }
             target = (layout, targetKey, members)
         }
@@ -97,16 +98,16 @@ extension ODataService {
                 changes.append((c.property, value ?? .null))
             }
             _ = try applyToMirror(
-                db, model: m, layout: sourceLayout, method: "PATCH", key: key, members: changes,
+                w, layout: sourceLayout, method: "PATCH", key: key, members: changes,
                 keyProperties: m.model.keyProperties(of: type), clientIfMatch: Self.noIfMatch,
                 queued: &ignored)
         } else {
             guard let target else {
-                throw LocalReadError(
+                throw ODataServiceError(
                     400, "BadRequest", "name the entity whose link is removed ($id or a key)")
             }
             if method == "PUT", isCollection {
-                throw LocalReadError(400, "BadRequest", "a collection of links takes POST, not PUT")
+                throw ODataServiceError(400, "BadRequest", "a collection of links takes POST, not PUT")
             }
             var changes: [(String, RawJSON)] = []
             for c in nav.referentialConstraints {
@@ -114,7 +115,7 @@ extension ODataService {
                 changes.append((c.referencedProperty, value ?? .null))
             }
             _ = try applyToMirror(
-                db, model: m, layout: target.layout, method: "PATCH", key: target.key, members: changes,
+                w, layout: target.layout, method: "PATCH", key: target.key, members: changes,
                 keyProperties: m.model.keyProperties(of: target.layout.entityType),
                 clientIfMatch: Self.noIfMatch,
                 queued: &ignored)

@@ -1,0 +1,214 @@
+import Foundation
+import JSONCore
+import ODataCore
+import Storage
+import Synchronization
+
+/// The SQLite mirror of one OData service (`dataDir/odata-NAME.sqlite`, mode 0600): the `$metadata`
+/// byte-identical, one typed table per entity set (a `_json` column keeps every entity exactly as
+/// received, typed columns serve `$filter`/`$orderby`), one link table per navigation without
+/// referential constraints (the links `$expand` showed, see ``MirrorLinkNavigation``), the scope of each
+/// defining request, and the time of the last download.
+///
+/// Promises: a defining request's rows and links are replaced in one transaction (readers see the old rows or the
+/// new ones, never a mix); a changed `$metadata` drops and recreates every entity table; decimals and
+/// Int64 keep their exact text in `_json`; date-time-offsets are stored as UTC text
+/// (`YYYY-MM-DDThh:mm:ss[.fff]Z`) and V2 `/Date(ms)/` date-times as `YYYY-MM-DDThh:mm:ss[.fff]`.
+public final class ODataMirror: Sendable {
+    /// The database.
+    public let pool: DatabasePool
+    private let current = Mutex<MirrorModel?>(nil)
+
+    /// Opens (creating) the mirror file, encrypted with `encryption` if given, and loads a stored model.
+    public init(path: String, encryption: StoreEncryption? = nil) throws {
+        pool = try DatabasePool(
+            path: path, options: DatabaseOptions(synchronous: .normal, encryption: encryption), readers: 4)
+        try Self.migrator.migrate(pool)
+        if let bytes = try pool.read({ db in
+            try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)
+        }
+        )?.bytes {
+            if let m = try? MirrorModel(metadata: bytes) {
+                try pool.write { db in try Self.createLinkTables(db, m) }
+                current.withLock { $0 = m }
+            }
+        }
+    }
+
+    /// The mirror's own tables (entity and link tables follow the model, see ``install(metadata:)``).
+    /// The first migration accepts the tables of releases before migrations (created if missing).
+    static let migrator = Migrator(
+        table: "_mg_migrations_mirror",
+        [
+            Migration(
+                "1-meta-and-scope",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS "_mg_meta" (key TEXT PRIMARY KEY, value BLOB);
+                    CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
+                      query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
+                      PRIMARY KEY (request, entitySet));
+                    """)
+        ])
+
+    /// The loaded model, if `$metadata` was ever stored.
+    public var model: MirrorModel? { current.withLock { $0 } }
+
+    /// The last successful download time (ISO-8601), if any.
+    public var lastDownloadAt: String? { meta("lastDownloadAt") }
+
+    /// Rows per entity set.
+    public func rowCounts() -> [String: Int] {
+        guard let m = model else { return [:] }
+        var result: [String: Int] = [:]
+        _ = try? pool.read { db in
+            for name in m.layouts.keys {
+                result[name] = try db.scalar("SELECT COUNT(*) FROM \(q(name))")?.int ?? 0
+            }
+        }
+        return result
+    }
+
+    /// The service's version: `configured`, else the mirrored `$metadata`'s, else V4.
+    public func version(configured: ODataVersion?) -> ODataVersion { configured ?? model?.version ?? .v4 }
+
+    /// A value of `_mg_meta` (the mirror's own key-value table).
+    func meta(_ key: String) -> String? {
+        ((try? pool.read { db in try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key = ?"#, [.text(key)]) })
+            ?? nil)?.string
+    }
+
+    /// Sets a value of `_mg_meta`.
+    func setMeta(_ key: String, _ value: String) throws {
+        try pool.write { db in
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES (?, ?)"#, [.text(key), .text(value)])
+        }
+    }
+
+    @discardableResult
+    public func install(metadata: [UInt8]) throws -> MirrorModel {
+        if let m = model, m.metadata == metadata { return m }
+        let new = try MirrorModel(metadata: metadata)
+        try pool.write { db in
+            try db.transaction {
+                if let old = model {
+                    for name in old.layouts.keys { try db.execute("DROP TABLE IF EXISTS \(q(name))") }
+                    try Self.dropLinkTables(db, old)
+                }
+                try Self.dropLinkTables(db, new)
+                try Self.createLinkTables(db, new)
+                try db.execute(#"DELETE FROM "_mg_scope""#)
+                try db.run(#"DELETE FROM "_mg_meta" WHERE key='lastDownloadAt'"#)
+                for layout in new.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
+                    try db.execute("DROP TABLE IF EXISTS \(q(layout.set.name))")
+                    var cols = [#""_json" TEXT NOT NULL"#, #""_etag" TEXT"#, #""_dr" TEXT NOT NULL"#]
+                    for c in layout.columns { cols.append("\(q(c.name)) \(MirrorColumn.sqlType(c.type))") }
+                    try db.execute("CREATE TABLE \(q(layout.set.name)) (\(cols.joined(separator: ", ")))")
+                    if !layout.key.isEmpty {
+                        try db.execute(
+                            "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
+                                + layout.key.map(q).joined(separator: ", ") + ")")
+                    }
+                    // One index per filterable column (up to 32), followed by the key (the default order of
+                    // local results), so that `$filter`/`$orderby` on one property with `$top` reads a few
+                    // rows in order instead of scanning or sorting the set.
+                    let keyColumns = layout.key.map(q).joined(separator: ", ")
+                    for c in layout.columns.prefix(32)
+                    where c.type != .binary && c.type != .stream && !(layout.key == [c.name]) {
+                        let columns = keyColumns.isEmpty ? q(c.name) : q(c.name) + ", " + keyColumns
+                        try db.execute(
+                            "CREATE INDEX \(q("_mg_ix_" + layout.set.name + "_" + c.name)) ON "
+                                + "\(q(layout.set.name)) (\(columns))")
+                    }
+                }
+                try db.run(
+                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('metadata', ?)"#,
+                    [.blob(metadata)])
+            }
+        }
+        current.withLock { $0 = new }
+        return new
+    }
+
+    /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
+    /// `rows` maps entity set names to their entities. Returns rows stored per set. With `queuedChanges`
+    /// (the request queue's check, run inside the same transaction so that no local write slips in
+    /// between), throws instead when it finds local changes that the downloaded rows would overwrite; rows
+    /// written locally then give way to the server's. `links` (what `$expand` showed for navigation
+    /// without referential constraints) replace the request's links in the same transaction.
+    @discardableResult
+    public func replace(
+        request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
+        queuedChanges: ((Database) throws -> Bool)? = nil
+    ) throws -> [String: Int] {
+        guard let m = model else { throw MirrorError("no $metadata") }
+        let now = iso8601Now()
+        var stored: [String: Int] = [:]
+        try pool.write { db in
+            try db.transaction {
+                if let queuedChanges, try queuedChanges(db) {
+                    throw MirrorError(
+                        "local changes were queued during the download; it is retried after the upload")
+                }
+                let sets = try db.query(
+                    #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
+                )
+                .compactMap { $0[0].string }
+                for set in Set(sets).union(rows.keys) where m.layouts[set] != nil {
+                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+                    // Nothing is queued (checked above): rows written locally have all been uploaded and
+                    // the set is downloaded now, so local rows (e.g. nested entities of a deep insert whose
+                    // server keys were never learned) give way to the server's.
+                    if queuedChanges != nil { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
+                }
+                try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                try Self.replaceLinks(db, m, request: request, links: links)
+                for (set, entities) in rows.sorted(by: { $0.key < $1.key }) {
+                    guard let layout = m.layouts[set] else { continue }
+                    let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
+                    for e in entities {
+                        try statement.bind(
+                            MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
+                        _ = try statement.step()
+                        statement.reset()
+                    }
+                    stored[set] = entities.count
+                    try db.run(
+                        #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                        [
+                            .text(request), .text(set), .text(query), .integer(Int64(entities.count)),
+                            .text(now),
+                        ])
+                }
+                try db.run(
+                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#,
+                    [.text(now)])
+            }
+            // Statistics for the query planner (which index serves a filter best).
+            try db.execute("ANALYZE")
+        }
+        return stored
+    }
+
+    /// Removes the rows loaded from bootstrap files (once the defining requests have been downloaded).
+    public func dropBootstrap() throws {
+        guard let m = model else { return }
+        try pool.write { db in
+            try db.transaction {
+                let sets = try db.query(
+                    #"SELECT DISTINCT entitySet FROM "_mg_scope" WHERE request LIKE 'bootstrap:%'"#
+                )
+                .compactMap { $0[0].string }
+                for set in sets where m.layouts[set] != nil {
+                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" LIKE 'bootstrap:%'")
+                }
+                try db.run(#"DELETE FROM "_mg_scope" WHERE request LIKE 'bootstrap:%'"#)
+                for navs in m.links.values {
+                    for link in navs.values {
+                        try db.run("DELETE FROM \(q(link.table)) WHERE \"_dr\" LIKE 'bootstrap:%'")
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import JSONCore
+import ODataCore
+import Storage
+
+/// Every statement that changes an entity row of the mirror outside a download: the offline writer's
+/// creates, updates and deletes, the uploader's replacement of a local key by the server's, the
+/// reflection of a forwarded write, the restoration of an entity after a revert.
+///
+/// A writer works inside a transaction its caller owns on the mirror's writer connection (the request
+/// queue's, so that a change and its queue entry commit together, or ``ODataMirror/write(_:)``'s). Rows
+/// it stores keep `_json` exactly as given and fill the typed columns from it; rows it creates are marked
+/// as written through the gateway (`_dr = 'local'`).
+struct MirrorWriter {
+    let db: Database
+    let model: MirrorModel
+
+    /// `INSERT [OR REPLACE] INTO set (_json, _etag, _dr, columns…) VALUES (?, …)`.
+    static func storeSQL(_ layout: MirrorSetLayout, replacing: Bool) -> String {
+        let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
+        return "INSERT \(replacing ? "OR REPLACE " : "")INTO \(q(layout.set.name)) ("
+            + names.joined(separator: ", ") + ") VALUES ("
+            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+    }
+
+    /// The values of ``storeSQL(_:replacing:)`` for one entity.
+    static func rowValues(
+        _ m: MirrorModel, _ layout: MirrorSetLayout, _ properties: [(String, RawJSON)], etag: String?,
+        scope: String
+    ) -> [SQLValue] {
+        [.text(RawJSON.object(properties).serialized()), SQLValue(etag), .text(scope)]
+            + columnValues(m, layout, properties)
+    }
+
+    /// The typed column values of `properties`.
+    static func columnValues(_ m: MirrorModel, _ layout: MirrorSetLayout, _ properties: [(String, RawJSON)])
+        -> [SQLValue]
+    {
+        layout.columns.map {
+            MirrorColumn.columnValue(MirrorColumn.lookup(properties, $0.path), $0.type, m.version)
+        }
+    }
+
+    /// The stored members and ETag of the entity with `key`, if any.
+    func entity(_ layout: MirrorSetLayout, key: ODataKey) throws -> (
+        members: [(String, RawJSON)], etag: String?
+    )? {
+        let (whereSQL, values) = model.keyPredicate(key, in: layout)
+        guard
+            let r = try db.query(
+                "SELECT \"_json\", \"_etag\" FROM \(q(layout.set.name)) WHERE \(whereSQL)", values
+            ).first
+        else { return nil }
+        return ((try? RawJSON.parse(r[0].string ?? "{}"))?.members ?? [], r[1].string)
+    }
+
+    /// Stores a new entity created through the gateway; throws when its key exists.
+    func insert(_ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?) throws {
+        try db.run(
+            Self.storeSQL(layout, replacing: false),
+            Self.rowValues(model, layout, members, etag: etag, scope: "local"))
+    }
+
+    /// Replaces the stored members (and ETag) of the entity with `key`.
+    func update(_ layout: MirrorSetLayout, key: ODataKey, members: [(String, RawJSON)], etag: String?) throws
+    {
+        let (whereSQL, whereValues) = model.keyPredicate(key, in: layout)
+        let sets = ([#""_json" = ?"#, #""_etag" = ?"#] + layout.columns.map { "\(q($0.name)) = ?" })
+            .joined(separator: ", ")
+        try db.run(
+            "UPDATE \(q(layout.set.name)) SET \(sets) WHERE \(whereSQL)",
+            [.text(RawJSON.object(members).serialized()), SQLValue(etag)]
+                + Self.columnValues(model, layout, members) + whereValues)
+    }
+
+    /// Removes the entity with `key` (nothing when there is none).
+    func delete(_ layout: MirrorSetLayout, key: ODataKey) throws {
+        let (whereSQL, values) = model.keyPredicate(key, in: layout)
+        try db.run("DELETE FROM \(q(layout.set.name)) WHERE \(whereSQL)", values)
+    }
+
+    /// Whether `layout`'s entities carry ETags: the model names concurrency properties, or stored rows
+    /// have ETags (looking at a few rows only: the set's downloaded rows come first).
+    func usesETags(_ layout: MirrorSetLayout) throws -> Bool {
+        if !model.model.concurrencyProperties(of: layout.entityType).isEmpty { return true }
+        return try db.scalar(
+            "SELECT 1 FROM (SELECT \"_etag\" AS e FROM \(q(layout.set.name)) LIMIT 64) WHERE e IS NOT NULL LIMIT 1"
+        ) != nil
+    }
+
+    /// The next gateway-minted integer key: negative, never reused (kept in `_mg_meta`).
+    func mintLocalInteger() throws -> Int64 {
+        let current =
+            try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='localKeySeq'"#)?.string.flatMap {
+                Int64($0)
+            } ?? 0
+        let n = current - 1
+        try db.run(
+            #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('localKeySeq', ?)"#, [.text(String(n))])
+        return n
+    }
+
+    /// After an upload: the row created locally with key predicate `old` takes the server's key `new`:
+    /// the server's entity when the response carried it, else the local row with the server's key.
+    func replaceKey(_ layout: MirrorSetLayout, old: String, new: String, entity: [(String, RawJSON)]?) throws
+    {
+        let m = model
+        let keys = m.model.keyProperties(of: layout.entityType)
+        guard keys.count == 1, let oldLiteral = ODataKeyText.literal(old, keys[0], m.version),
+            let newLiteral = ODataKeyText.literal(new, keys[0], m.version)
+        else { return }
+        let table = q(layout.set.name)
+        let keyColumn = q(keys[0].name)
+        let oldValue = SQLValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
+        guard
+            let row = try db.query("SELECT \"_json\" FROM \(table) WHERE \(keyColumn) = ?", [oldValue]).first
+        else { return }
+        var properties = (try? RawJSON.parse(row[0].string ?? "{}"))?.members ?? []
+        if let entity {
+            properties = entity.filter {
+                $0.0 != "__metadata" && !$0.0.contains("@")
+                    && m.model.navigationProperty(named: $0.0, in: layout.entityType) == nil
+            }
+        } else if let i = properties.firstIndex(where: { $0.0 == keys[0].name }) {
+            let newValue = SQLValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
+            switch newValue {
+            case .integer(let n): properties[i].1 = .number(String(n))
+            case .text(let t): properties[i].1 = .string(t)
+            default: break
+            }
+        }
+        try db.run("DELETE FROM \(table) WHERE \(keyColumn) = ?", [oldValue])
+        try db.run(
+            Self.storeSQL(layout, replacing: true),
+            Self.rowValues(m, layout, properties, etag: nil, scope: "local"))
+    }
+
+    /// Removes the row a single-property key predicate (`(-1)`) names.
+    func delete(_ layout: MirrorSetLayout, predicate: String) throws {
+        let keys = model.model.keyProperties(of: layout.entityType)
+        guard keys.count == 1, let literal = ODataKeyText.literal(predicate, keys[0], model.version) else {
+            return
+        }
+        let value = SQLValue(model.mapping.binding(for: literal, type: keys[0].type))
+        try db.run("DELETE FROM \(q(layout.set.name)) WHERE \(q(keys[0].name)) = ?", [value])
+    }
+
+    /// Stores one entity as the upstream serves it, replacing the row with the same key; the row keeps
+    /// the defining request it came from (so that the next download of that request replaces it), else
+    /// the set's first defining request when `scopeOfSet`, else it is marked as written through the
+    /// gateway. A row that was written through the gateway (`local`) keeps that mark unless `scopeOfSet`.
+    func store(_ layout: MirrorSetLayout, entity: MirrorEntity, scopeOfSet: Bool) throws {
+        let keys = layout.key
+        let keyValues = keys.map { k in
+            layout.columns.first { $0.name == k }.map {
+                MirrorColumn.columnValue(
+                    MirrorColumn.lookup(entity.properties, $0.path), $0.type, model.version)
+            } ?? .null
+        }
+        let whereSQL = keys.map { "\(q($0)) = ?" }.joined(separator: " AND ")
+        let previous = try db.scalar(
+            "SELECT \"_dr\" FROM \(q(layout.set.name)) WHERE \(whereSQL)", keyValues)?.string
+        var scope = previous ?? "local"
+        if scopeOfSet {
+            try db.run("DELETE FROM \(q(layout.set.name)) WHERE \(whereSQL)", keyValues)
+            let first = try db.scalar(
+                #"SELECT request FROM "_mg_scope" WHERE entitySet = ? ORDER BY request LIMIT 1"#,
+                [.text(layout.set.name)])?.string
+            scope = (previous == "local" ? nil : previous) ?? first ?? "local"
+        }
+        try db.run(
+            Self.storeSQL(layout, replacing: true),
+            Self.rowValues(model, layout, entity.properties, etag: entity.etag, scope: scope))
+    }
+}
+
+extension ODataMirror {
+    /// Runs `body` with a writer in one transaction on the writer connection; throws without a model.
+    func write<T>(_ body: (MirrorWriter) throws -> T) throws -> T {
+        guard let m = model else { throw MirrorError("no $metadata") }
+        return try pool.write { db in
+            try db.transaction(.immediate) { try body(MirrorWriter(db: db, model: m)) }
+        }
+    }
+}
