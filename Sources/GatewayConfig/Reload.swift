@@ -29,7 +29,8 @@ public struct ConfigurationReload: Sendable, Equatable {
     /// Keys that a running gateway cannot change.
     public static let restartOnlyKeys = [
         "server.listen", "server.allowRemote", "server.maxBodySize", "server.maxConnections",
-        "server.requestTimeout", "dataDir", "algolia.storeEncryptionKey", "odata.services.*.storeEncryptionKey",
+        "server.requestTimeout", "dataDir", "algolia.storeEncryptionKey",
+        "odata.services.*.storeEncryptionKey",
     ]
 
     /// Compares the running configuration with a newly loaded one. Only the keys this type knows to be

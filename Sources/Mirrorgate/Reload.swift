@@ -129,7 +129,8 @@ extension Gateway {
         var added: [ODataService] = []
         // The stores of added and changed services (their keys derived once per reload that needs them).
         let needsLayout = next.odata.services.keys.contains { name in
-            !running.odata.contains { $0.settings.name == name } || Self.odataChanged(name, running.configuration, next)
+            !running.odata.contains { $0.settings.name == name }
+                || Self.odataChanged(name, running.configuration, next)
         }
         var nextLayout = layout
         if needsLayout {
@@ -156,7 +157,8 @@ extension Gateway {
                     throw GatewayStartError(description: "no store for the OData service \(name)")
                 }
                 let made = try ODataAssembly.make(
-                    name: name, configuration: next, store: store, loop: loop, client: client, pool: odataPool,
+                    name: name, configuration: next, store: store, loop: loop, client: client,
+                    pool: odataPool,
                     events: publish)
                 Self.announce(made, publish)
                 odata.append(made)

@@ -29,8 +29,12 @@ def schemathesis() -> list[str]:
 def run_schemathesis(spec: Path, base_url: str, tmp_path: Path, *extra: str, timeout: float = 900) -> str:
     env = dict(os.environ, SCHEMATHESIS_HOOKS="", NO_COLOR="1")
     # the names the fuzzer should use for path parameters (else it meets only 404s)
+    # A build body of the documented shape may still name files the gateway cannot read: that is a 400
+    # (documented), so the positive-data check of that one operation also accepts 400.
     (tmp_path / "schemathesis.toml").write_text(
-        '[parameters]\n"path.index" = "products"\n"path.service" = "nw"\n"path.set" = "ErrorArchive"\n'
+        '[parameters]\n"path.index" = "products"\n"path.service" = "nw"\n"path.set" = "ErrorArchive"\n\n'
+        '[[operations]]\ninclude-path-regex = "/build$"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "404", "409"]\n'
     )
     cmd = schemathesis() + [
         "run",
@@ -136,7 +140,8 @@ def algolia_operation(path: str, method: str):
 
 def checked(operation, method: str, url: str, body=None, headers=None, origin: str | None = None):
     """Sends a real request and validates the real answer against `operation` (status documented, body
-    schema, X-Mirrorgate-Origin when expected)."""
+    schema, X-Mirrorgate-Origin when expected, and `origin` in search, multi-query and getObjects
+    envelopes)."""
     import requests
 
     h = {"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY, **(headers or {})}
@@ -147,7 +152,8 @@ def checked(operation, method: str, url: str, body=None, headers=None, origin: s
         assert resp.headers.get("X-Mirrorgate-Origin") == origin, (url, dict(resp.headers))
         if resp.headers.get("content-type", "").startswith("application/json") and resp.status_code == 200:
             doc = resp.json()
-            if "hits" in doc or "results" in doc:
+            envelope = url.endswith(("/query", "/queries", "/objects")) or "/1/indexes/notes?" in url
+            if envelope and "facetHits" not in doc:
                 assert doc.get("origin") == origin, doc
     assert resp.headers.get("X-Request-Id"), "every answer carries X-Request-Id"
     return resp
@@ -156,10 +162,12 @@ def checked(operation, method: str, url: str, body=None, headers=None, origin: s
 def line_response(line: bytes):
     """One NDJSON line as a JSON response, to validate it against the search schema."""
     import requests
+    import urllib3
 
     r = requests.models.Response()
     r.status_code = 200
     r.headers["Content-Type"] = "application/json"
+    r.raw = urllib3.HTTPResponse(body=b"", headers={"Content-Type": "application/json"}, status=200)
     r._content = line
     return r
 
@@ -189,10 +197,12 @@ def test_algolia_openapi_matches_real_answers(gateway_factory, fake_algolia, tmp
     )
     assert forbidden.status_code == 400
     checked(algolia_operation("/1/indexes/{indexName}", "GET"), "GET", gw.url("/1/indexes/notes?query=note"), origin="local")
+    queries = algolia_operation("/1/indexes/*/queries", "POST")
+    both = [{"indexName": "notes", "params": "query=note"}, {"indexName": "notes", "params": "query=second"}]
+    checked(queries, "POST", gw.url("/1/indexes/*/queries"), {"requests": both}, origin="local")
     checked(
-        algolia_operation("/1/indexes/*/queries", "POST"), "POST", gw.url("/1/indexes/*/queries"),
-        {"requests": [{"indexName": "notes", "params": "query=note"}, {"indexName": "products", "params": "query=phone"}]},
-        origin="local",
+        queries, "POST", gw.url("/1/indexes/*/queries"),
+        {"requests": [{"indexName": "products", "params": "query=phone"}]}, origin="remote",
     )
     checked(algolia_operation("/1/indexes/{indexName}/browse", "POST"), "POST", gw.url("/1/indexes/notes/browse"), {}, origin="local")
     checked(algolia_operation("/1/indexes/{indexName}/settings", "GET"), "GET", gw.url("/1/indexes/notes/settings"), origin="local")
