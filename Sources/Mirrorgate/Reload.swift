@@ -5,6 +5,7 @@ import GatewaySupport
 import JSONCore
 import Logging
 import ODataGateway
+import Observability
 import SearchEngine
 
 /// What a reload did (`SIGHUP`, `POST /_mirrorgate/reload`).

@@ -6,6 +6,7 @@ import HTTPCore
 import JSONCore
 import Logging
 import ODataGateway
+import Observability
 import Synchronization
 import Upstream
 

@@ -4,6 +4,7 @@ import Foundation
 import GatewayConfig
 import Logging
 import Mirrorgate
+import Observability
 
 /// `mirrorgate` — a local gateway that keeps Algolia search and OData services working offline.
 struct MirrorgateCommand: ParsableCommand {

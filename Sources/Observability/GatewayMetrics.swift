@@ -91,7 +91,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// Counts an event of `label` with `dimensions` (sync outcomes, reloads).
-    func count(_ label: String, _ dimensions: [(String, String)]) {
+    public func count(_ label: String, _ dimensions: [(String, String)]) {
         let key = label + "|" + dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: ",")
         let counter = outcomes.withLock { c in
             if let existing = c[key] { return existing }
@@ -104,7 +104,7 @@ public final class GatewayMetrics: Sendable {
 
     /// Counts a mirror run from the admin events (`syncDidFinish`, `downloadDidFinish`): success unless
     /// the event carries an `error`.
-    func observe(event name: String, failed: Bool, mirror: String) {
+    public func observe(event name: String, failed: Bool, mirror: String) {
         count(
             "mirrorgate_mirror_runs_total", [("mirror", mirror), ("outcome", failed ? "failure" : "success")])
     }

@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import JSONCore
 import ODataGateway
+import Observability
 
 /// What `/metrics` computes at each scrape besides the registry: the OData gauges, build information,
 /// the process, how old each mirror's data is and how long the oldest queued OData request has waited.

@@ -3,9 +3,9 @@ import Glibc
 
 /// The `process_*` metrics of the Prometheus client conventions, read from `/proc/self` at each scrape:
 /// CPU time, resident and virtual memory, open and maximum file descriptors, start time.
-enum ProcessMetrics {
+public enum ProcessMetrics {
     /// The families (empty where `/proc` cannot be read).
-    static func families() -> [ScrapeFamily] {
+    public static func families() -> [ScrapeFamily] {
         var out: [ScrapeFamily] = []
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let stat = statFields()

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Testing
 
-@testable import Mirrorgate
+@testable import Observability
 
 /// Log lines that tools read, and metrics with help.
 @Suite struct ObservabilityTests {
@@ -78,8 +78,8 @@ import Testing
     }
 
     @Test func upstreamTimeComesFromServerTiming() {
-        #expect(AccessLog.upstreamMillis(["cache;desc=hit, upstream;dur=12.5"]) == 12.5)
-        #expect(AccessLog.upstreamMillis(["upstream;dur=1", "upstream;dur=2"]) == 2)
-        #expect(AccessLog.upstreamMillis(["db;dur=3"]) == nil)
+        #expect(AccessLine.upstreamMillis(["cache;desc=hit, upstream;dur=12.5"]) == 12.5)
+        #expect(AccessLine.upstreamMillis(["upstream;dur=1", "upstream;dur=2"]) == 2)
+        #expect(AccessLine.upstreamMillis(["db;dur=3"]) == nil)
     }
 }
