@@ -241,11 +241,13 @@ extension Gateway {
         }
     }
 
-    /// The index store, opened now if the new configuration needs it and none is open.
+    /// The index store, opened now (with the encryption the gateway started with) if the new
+    /// configuration needs it and none is open.
     private func openStoreIfNeeded(_ configuration: MirrorgateConfiguration) throws -> IndexStore? {
         try store.withLock { s in
             if s == nil, Self.needsStore(configuration) {
-                s = try IndexStore(directory: configuration.dataDir)
+                // the key fixed at start (store encryption keys are restart-only)
+                s = try IndexStore(directory: configuration.dataDir, encryption: layout.search.encryption)
             }
             return s
         }

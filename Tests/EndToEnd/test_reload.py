@@ -243,3 +243,26 @@ def test_reload_reports_keys_that_need_a_restart(gateway_factory):
     except OSError:
         pass
     gw.token = "new-token"
+
+
+def test_an_index_store_opened_by_a_reload_is_encrypted_with_the_start_key(gateway_factory, tmp_path):
+    """No index at start, so no index store is open; a reload that adds an offline index opens it, with the
+    `algolia.storeEncryptionKey` the gateway started with (never in the clear)."""
+    from store_crypto import is_encrypted
+
+    marker = "QUOKKA93"
+    config = {"algolia": {"appId": APP, "apiKey": KEY, "hosts": ["http://127.0.0.1:9"], "storeEncryptionKey": "reload store secret"}}
+    gw = gateway_factory(config)
+    added = deep_merge(config, {"algolia": {"offlineIndices": {"notes": write_index(tmp_path, "notes", [marker, "other"])}}})
+    rewrite(gw, added)
+    st, doc = reload(gw)
+    assert st == 200, doc
+    assert ("algolia.offlineIndices.notes", "added") in {(c["key"], c["change"]) for c in doc["changes"]}, doc
+    st, found = search(gw, "notes")
+    assert st == 200 and found["nbHits"] == 2, found
+    store = gw.workdir / "data" / "search.sqlite"
+    assert store.exists(), sorted(p.name for p in store.parent.iterdir())
+    assert is_encrypted(store), "the index store opened by a reload must be encrypted"
+    for path in store.parent.glob("search.sqlite*"):
+        raw = path.read_bytes()
+        assert marker.encode() not in raw and b"SQLite format 3" not in raw, path.name
