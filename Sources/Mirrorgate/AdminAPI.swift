@@ -77,6 +77,13 @@ extension Router {
             _ = events.subscribe { text in stream.writeNonBlocking(Array(text.utf8)) }
         case "/_mirrorgate/reload":
             reload(out)
+        case _ where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/failedWrites"):
+            let name = Self.name(path, after: Self.algoliaIndices, before: "/failedWrites")
+            if let list = services.algolia.failedWrites(name) {
+                out.respond(.json(200, list.serialized()))
+            } else {
+                out.respond(Self.adminError(404, "no mirrored index named \(name)"))
+            }
         case _ where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/build"):
             services.algolia.build(
                 Self.name(path, after: Self.algoliaIndices, before: "/build"), body: request.body, out)
@@ -99,11 +106,12 @@ extension Router {
         default: break
         }
         for (prefix, suffixes) in [
-            (algoliaIndices, ["/sync", "/build"]), (odataServices, ["/upload", "/download"]),
+            (algoliaIndices, ["/sync", "/build", "/failedWrites"]),
+            (odataServices, ["/upload", "/download"]),
         ] where path.hasPrefix(prefix) {
             for suffix in suffixes where path.hasSuffix(suffix) {
                 let name = path.dropFirst(prefix.count).dropLast(suffix.count)
-                if !name.isEmpty && !name.contains("/") { return "POST" }
+                if !name.isEmpty && !name.contains("/") { return suffix == "/failedWrites" ? "GET" : "POST" }
             }
         }
         return nil

@@ -177,7 +177,7 @@ extension Gateway {
         _ = router.replace(ServiceSet(configuration: next, algolia: algolia, odata: odata))
         LogSetup.apply(next.log)
         if algolia !== running.algolia {
-            running.algolia.coordinator.stop()
+            running.algolia.retire()
             let kept = running.algolia.upstream?.reachability
             if let kept, kept !== algolia.upstream?.reachability { kept.stop() }
             algolia.start()
