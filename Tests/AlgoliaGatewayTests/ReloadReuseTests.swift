@@ -15,7 +15,7 @@ import Testing
         configuration.algolia.indices["products"]?.dataSelectionQueries = [
             DataSelectionQuery(selection: .params("filters=brand%3AApple"), maxObjects: 10)
         ]
-        configuration.algolia.offlineIndices["books"]?.apiKeys = ["only-this-key"]
+        configuration.algolia.offlineIndices["books"]?.apiKeys = ["only-this-key": [.search]]
         configuration.algolia.offlineIndices["extra"] = OfflineIndexConfig(name: "extra")
         let second = try AlgoliaService(
             configuration: configuration, upstream: nil, fetcher: nil, store: nil, state: nil,
@@ -30,7 +30,7 @@ import Testing
         #expect(kept.settings.strategy == .offlineOnly)
         let books = try #require(second.catalog.offline.lookup("books"))
         #expect(books.index?.objectCount == first.catalog.offline.lookup("books")?.index?.objectCount)
-        #expect(books.access == .keys(["only-this-key"]))
+        #expect(books.access == .keys(["only-this-key": [.search]]))
         #expect(second.catalog.offline.lookup("extra") != nil)
     }
 }
