@@ -266,3 +266,40 @@ def test_an_index_store_opened_by_a_reload_is_encrypted_with_the_start_key(gatew
     for path in store.parent.glob("search.sqlite*"):
         raw = path.read_bytes()
         assert marker.encode() not in raw and b"SQLite format 3" not in raw, path.name
+
+
+def test_local_writes_survive_a_reload_of_the_algolia_service(gateway_factory, tmp_path):
+    """Writes through the Algolia API to offline indices (a configured one, one created under a pattern)
+    stay visible after a reload that rebuilds the Algolia service, and the new service takes writes."""
+    from test_offline_writes import offline_config, raw
+
+    config = offline_config(tmp_path)
+    gw = gateway_factory(config)
+
+    def write(index: str, obj: dict) -> None:
+        st, _, body = raw(gw, "POST", f"/1/indexes/{index}/batch", {"requests": [{"action": "addObject", "body": obj}]})
+        assert st == 200, body
+        deadline = time.monotonic() + 10
+        for _ in range(500):
+            st, _, task = raw(gw, "GET", f"/1/indexes/{index}/task/{body['taskID']}")
+            if (st == 200 and task["status"] == "published") or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert st == 200 and task["status"] == "published", task
+
+    def hits(index: str, query: str) -> int:
+        st, _, body = raw(gw, "POST", f"/1/indexes/{index}/query", {"query": query})
+        assert st == 200, body
+        return body["nbHits"]
+
+    write("notes", {"objectID": "n1", "text": "before reload"})
+    write("products_tmp_1", {"objectID": "t1", "name": "temporary lamp"})
+    changed = deep_merge(config, {"algolia": {"offlineIndices": {"extra": {}}}})
+    rewrite(gw, changed)
+    st, doc = reload(gw)
+    assert st == 200, doc
+    assert ("algolia.offlineIndices.extra", "added") in {(c["key"], c["change"]) for c in doc["changes"]}, doc
+    assert hits("notes", "before") == 1
+    assert hits("products_tmp_1", "lamp") == 1
+    write("notes", {"objectID": "n2", "text": "after reload"})
+    assert hits("notes", "reload") == 2
