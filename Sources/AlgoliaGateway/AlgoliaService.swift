@@ -30,35 +30,49 @@ public final class AlgoliaService: Sendable {
     public let keys: KeyMemory
     /// The scheduler of the mirrors' syncs (shared with the OData services).
     public let replication: ReplicationScheduler
+    /// One replication per mirrored index (none when the gateway cannot sync).
+    public let replicationJobs: [ReplicationJob]
     private let strategies: RequestStrategies
     private let builds: ManualBuilds
+    private let pool: WorkerPool
     /// Writes to local indices (nil without an index store).
     private let writes: LocalWrites?
 
     /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
     /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
     /// and the sync state; `events` receives the admin API's events; `replication` schedules the syncs.
+    /// With `previous` (a configuration reload) its upstream (when the forwarding settings are the same),
+    /// worker pool, remembered keys, mirrors and offline indices are kept, and the mirrors' jobs are not
+    /// registered (the reload passes ``replicationJobs`` to the scheduler once every service is built);
+    /// stop `previous` once this one is in place.
     public convenience init(
         configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient, store: IndexStore?,
         state: DatabasePool?, replication: ReplicationScheduler,
-        events: @escaping @Sendable (String, JSON) -> Void
+        events: @escaping @Sendable (String, JSON) -> Void, previous: AlgoliaService? = nil
     ) throws(AlgoliaSetupError) {
         let a = configuration.algolia
-        var forwarder: AlgoliaForwarder?
+        var forwarder: (any AlgoliaUpstream)?
         if !a.effectiveHosts.isEmpty {
             let settings = AlgoliaForwardingSettings(
                 hosts: a.effectiveHosts, connectTimeout: a.connectTimeout, readTimeout: a.timeout,
                 writeTimeout: a.writeTimeout, unavailableStatus: a.unavailableStatus)
-            forwarder = AlgoliaForwarder(
-                settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
+            if let old = previous?.upstream as? AlgoliaForwarder, old.settings == settings {
+                forwarder = old
+            } else {
+                forwarder = AlgoliaForwarder(
+                    settings: settings, loop: loop, client: client,
+                    logger: Logger(label: "mirrorgate.algolia"))
+            }
         }
         try self.init(
             configuration: configuration, upstream: forwarder,
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
-            pool: WorkerPool(threads: 4, name: "mg-local"), replication: replication, events: events,
+            pool: previous?.pool ?? WorkerPool(threads: 4, name: "mg-local"), replication: replication,
+            events: events,
             replay: HostsReplayTransport(
                 hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout,
-                timeout: a.writeTimeout))
+                timeout: a.writeTimeout),
+            previous: previous)
     }
 
     /// The service over any upstream (tests script one); `fetcher` nil disables syncs, `replay` nil the
@@ -71,21 +85,25 @@ public final class AlgoliaService: Sendable {
         events: @escaping @Sendable (String, JSON) -> Void,
         logger: Logger = Logger(label: "mirrorgate.algolia"),
         syncLogger: Logger = Logger(label: "mirrorgate.sync"),
-        replay: (any WriteReplayTransport)? = nil
+        replay: (any WriteReplayTransport)? = nil, previous: AlgoliaService? = nil
     ) throws(AlgoliaSetupError) {
         self.configuration = configuration
         self.upstream = upstream
-        let offline = try OfflineIndexRegistry.load(configuration, store: store, logger: logger)
-        if let upstream {
+        self.pool = pool
+        let offline = try OfflineIndexRegistry.load(
+            configuration, store: store, logger: logger, previous: previous?.catalog.offline)
+        if let upstream, upstream.reachability !== previous?.upstream?.reachability {
             upstream.reachability.onChange { up in
                 events("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])
             }
         }
         do {
-            keys = try KeyMemory(pool: state)
+            keys = try previous?.keys ?? KeyMemory(pool: state)
             coordinator = try MirrorCoordinator(
                 configuration: configuration, store: store, state: state, fetcher: fetcher,
-                reachability: upstream?.reachability, events: events, logger: Logger(label: "mirrorgate.sync")
+                reachability: upstream?.reachability, events: events,
+                logger: Logger(label: "mirrorgate.sync"),
+                previous: previous?.coordinator.mirrors ?? [:]
             )
         } catch let error as AlgoliaSetupError {
             throw error
@@ -95,11 +113,16 @@ public final class AlgoliaService: Sendable {
         let replication =
             replication ?? ReplicationScheduler(policies: configuration.policies, store: nil, events: events)
         self.replication = replication
-        for job in coordinator.replicationJobs(configuration: configuration) { replication.register(job) }
-        if let upstream {
-            let ids = coordinator.mirrors.keys.map { "algolia:\($0)" }
+        replicationJobs = coordinator.replicationJobs(configuration: configuration)
+        if previous == nil {
+            for job in replicationJobs { replication.register(job) }
+        }
+        if let upstream, upstream.reachability !== previous?.upstream?.reachability {
+            // The mirrors registered when it changes (a reload may add or drop some).
             upstream.reachability.onChange { up in
-                for id in ids { replication.reachabilityChanged(id, reachable: up) }
+                for id in replication.jobIDs where id.hasPrefix("algolia:") {
+                    replication.reachabilityChanged(id, reachable: up)
+                }
             }
         }
         catalog = LocalCatalog(offline: offline, mirrors: coordinator.mirrors)
@@ -150,15 +173,24 @@ public final class AlgoliaService: Sendable {
     /// Starts background work (the replay of queued writes; syncs are the replication scheduler's); call
     /// once the server listens.
     public func start() {
+        coordinator.applyAdoptedSettings()
         writes?.queue?.start()
     }
 
     /// Stops the replay, the writer (after the writes it has) and the upstream's probe (at shutdown; the
     /// replication scheduler is stopped by its owner).
     public func stop() {
+        retire()
+        upstream?.reachability.stop()
+    }
+
+    /// Stops what this service runs in the background when a configuration reload replaces it: the replay
+    /// of queued writes and the writer (after the writes it has). Its mirrors' syncs are the replication
+    /// scheduler's (the reload gives it the new service's jobs). The upstream's probe is left running
+    /// (the service that replaces it may share it).
+    public func retire() {
         writes?.queue?.stop()
         writes?.writer.stop()
-        upstream?.reachability.stop()
     }
 
     /// Answers a request under `/1/` (CORS and the path check are the caller's).

@@ -25,16 +25,22 @@ public final class MirrorCoordinator: Sendable {
     private let reachability: ReachabilityTracker?
     private let events: @Sendable (String, JSON) -> Void
     private let logger: Logger
+    /// Mirrors kept from the coordinator this one replaces, with their new settings (applied by
+    /// ``applyAdoptedSettings()``, so that a reload that fails later leaves them as they were).
+    private let adopted: [(MirroredIndex, MirrorSettings)]
     /// Index names a replica may not take (configured mirrored or offline indices answer as themselves).
     let reservedNames: Set<String>
 
     /// Loads (or bootstraps) every mirrored index of `configuration`; `fetcher` is nil when the gateway
     /// cannot sync (no appId, apiKey or hosts). Throws ``AlgoliaSetupError`` for a bootstrap file that
-    /// cannot be read, and the store's error when the state tables cannot be prepared.
+    /// cannot be read, and the store's error when the state tables cannot be prepared. A mirror of
+    /// `previous` (a configuration reload) is kept, with its data and sync state, under its new settings.
     public init(
         configuration: MirrorgateConfiguration, store: IndexStore?, state: DatabasePool?,
         fetcher: MirrorFetcher?,
-        reachability: ReachabilityTracker?, events: @escaping @Sendable (String, JSON) -> Void, logger: Logger
+        reachability: ReachabilityTracker?, events: @escaping @Sendable (String, JSON) -> Void,
+        logger: Logger,
+        previous: [String: MirroredIndex] = [:]
     ) throws {
         self.store = store
         self.state = state
@@ -56,6 +62,7 @@ public final class MirrorCoordinator: Sendable {
             }
         }
         var built: [String: MirroredIndex] = [:]
+        var adopted: [(MirroredIndex, MirrorSettings)] = []
         for (name, index) in a.indices.sorted(by: { $0.key < $1.key }) where index.mirrored {
             let selections = index.dataSelectionQueries.map { q -> DataSelection in
                 var params = JSONObject()
@@ -73,6 +80,11 @@ public final class MirrorCoordinator: Sendable {
                 offlineFallbackTimeout: index.offlineFallbackTimeout,
                 preventiveDelay: index.preventiveOfflineSearchDelay, selections: selections,
                 delayBetweenSyncs: index.delayBetweenSyncs)
+            if let kept = previous[name] {
+                adopted.append((kept, settings))
+                built[name] = kept
+                continue
+            }
             var current = store.flatMap { Self.loadVersion(name, store: $0, reserved: reserved) }
             if current == nil, index.bootstrap != nil {
                 let files = try BootstrapFiles.read(index.bootstrap, configuration)
@@ -92,6 +104,7 @@ public final class MirrorCoordinator: Sendable {
                 fingerprint: saved[name]?.1)
         }
         mirrors = built
+        self.adopted = adopted
     }
 
     /// The coordinator's table in `state.sqlite` (the last successful sync of each mirror); the first
@@ -116,12 +129,19 @@ public final class MirrorCoordinator: Sendable {
             let name = mirror.settings.name
             return ReplicationJob(
                 api: .algolia, name: name, policy: configuration.algolia.indices[name]?.policy ?? "default",
-                activeIntervalCap: mirror.settings.delayBetweenSyncs,
+                activeIntervalCap: configuration.algolia.indices[name]?.delayBetweenSyncs
+                    ?? mirror.settings.delayBetweenSyncs,
                 lastSuccess: mirror.lastSuccessfulSyncAt,
                 usage: mirror.usage, isReachable: { [reachability] in reachability?.isReachable ?? true },
                 urgency: { mirror.needsSync ? .required : .none }, isHeld: { mirror.syncsHeld },
                 run: { [self] context in run(mirror, context) })
         }
+    }
+
+    /// Gives the mirrors kept from the coordinator this one replaces (a configuration reload) their new
+    /// settings; called once the new service is in place.
+    public func applyAdoptedSettings() {
+        for (mirror, settings) in adopted { mirror.update(settings: settings) }
     }
 
     /// One sync of `mirror` as a replication run (blocking): `.busy` when a sync or build holds the

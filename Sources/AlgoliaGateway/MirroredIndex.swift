@@ -21,7 +21,7 @@ public struct DataSelection: Sendable, Hashable {
 }
 
 /// What a mirrored index needs to sync and answer (mapped from `algolia.indices.NAME`).
-public struct MirrorSettings: Sendable {
+public struct MirrorSettings: Sendable, Equatable {
     /// Index name.
     public var name: String
     /// Default strategy (a request may override it with `X-Mirrorgate-Strategy`).
@@ -121,8 +121,9 @@ public struct MirrorVersion: Sendable {
 /// its sync state and statistics. At most one sync runs at a time; when it runs is the replication
 /// scheduler's decision (its policy), for which client requests mark the index in use (``usage``).
 public final class MirroredIndex: Sendable {
-    /// Settings.
-    public let settings: MirrorSettings
+    /// Settings (a reload may change them, see ``update(settings:)``).
+    public var settings: MirrorSettings { settingsBox.withLock { $0 } }
+    private let settingsBox: Mutex<MirrorSettings>
     private struct State {
         var current: SearchIndex?
         var replicas: [String: SearchIndex] = [:]
@@ -143,11 +144,18 @@ public final class MirroredIndex: Sendable {
         settings: MirrorSettings, current: SearchIndex?, replicas: [String: SearchIndex] = [:],
         lastSuccessfulSyncAt: Date?, fingerprint: String?
     ) {
-        self.settings = settings
+        self.settingsBox = Mutex(settings)
         state = Mutex(
             State(
                 current: current, replicas: replicas, lastSuccessfulSyncAt: lastSuccessfulSyncAt,
                 fingerprint: fingerprint))
+    }
+
+    /// Applies new settings (a configuration reload). A changed data selection makes the mirror need a
+    /// sync (``needsSync``: the scheduler runs it now); a changed `delayBetweenSyncs` reaches the
+    /// scheduler with the mirror's new job.
+    public func update(settings new: MirrorSettings) {
+        settingsBox.withLock { $0 = new }
     }
 
     /// The local version, if any.

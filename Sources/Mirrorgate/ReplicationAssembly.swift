@@ -25,8 +25,8 @@ struct CommandCondition: ConditionRunner {
 
 /// The replication metrics: `mirrorgate_replication_runs_total{mirror,outcome}` (outcome `completed`,
 /// `budgetReached`, `stopped`, `failed`) and `mirrorgate_replication_run_duration_seconds{mirror}` from
-/// the run events; `mirrorgate_mirror_data_age_seconds{mirror}` (seconds since the mirror's last completed
-/// run) and `mirrorgate_replication_paused{policy}` set whenever `/metrics` is rendered.
+/// the run events; `mirrorgate_replication_paused{policy}` set whenever `/metrics` is rendered (the data
+/// age of each mirror is a scrape family of its own, see `Router.dataAges`).
 final class ReplicationMetrics: Sendable {
     private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
     private let timers = Mutex<[String: Metrics.Timer]>([:])
@@ -65,11 +65,6 @@ final class ReplicationMetrics: Sendable {
 
     /// Sets the gauges from the scheduler (before `/metrics` is rendered).
     func update(_ replication: ReplicationScheduler) {
-        for f in replication.facts() {
-            if let age = f.dataAgeSeconds {
-                Gauge(label: "mirrorgate_mirror_data_age_seconds", dimensions: [("mirror", f.id)]).record(age)
-            }
-        }
         for name in replication.policies.keys {
             Gauge(label: "mirrorgate_replication_paused", dimensions: [("policy", name)])
                 .record(replication.isPaused(name) ? 1 : 0)
@@ -85,21 +80,17 @@ extension Router {
         let path = request.path
         let action = path.hasSuffix("/pause") ? "pause" : path.hasSuffix("/resume") ? "resume" : nil
         guard let action, path.count > prefix.count + action.count + 1 else {
-            out.respond(
-                errorResponse(404, "no admin route \(request.method) \(path)", target: request.target))
+            out.respond(Self.adminError(404, "no admin route \(request.method) \(path)"))
             return
         }
         guard request.method == "POST" else {
-            var r = errorResponse(
-                405, "method \(request.method) not allowed on \(path)", target: request.target)
-            r.headers.set("Allow", "POST")
-            out.respond(r)
+            out.respond(Self.methodNotAllowed(request, allow: "POST"))
             return
         }
         let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast(action.count + 1))
         let known = action == "pause" ? replication.pause(name) : replication.resume(name)
         guard known else {
-            out.respond(errorResponse(404, "no policy named \(name)", target: request.target))
+            out.respond(Self.adminError(404, "no policy named \(name)"))
             return
         }
         let body: JSON = ["policy": .string(name), "paused": .bool(replication.isPaused(name))]

@@ -73,15 +73,19 @@ public final class ODataService: Sendable {
     let usage = ReplicationUsage()
     /// Stopped by ``stop()``: manual uploads stop between two requests.
     let stopSignal = StopSignal()
+    /// The service's replication (registered with ``replication`` by `init`, unless a configuration
+    /// reload registers it with the others).
+    public let replicationJob: ReplicationJob
 
     /// Opens the mirror (creating it; installing `bootstrap.metadata` when nothing was mirrored yet) and
     /// the queue, and assembles the parts. Forwarding runs on `loop`, blocking upstream calls use
     /// `client`, local work runs on `pool`. The service's runs are registered with `replication` under
-    /// `policy` (a scheduler of its own, never started, when nil: runs then happen only when asked).
+    /// `policy` (a scheduler of its own, never started, when nil: runs then happen only when asked);
+    /// with `register` false the caller registers ``replicationJob`` (a reload, all jobs at once).
     public init(
         settings: ODataServiceSettings, mirrorSettings: ODataMirrorSettings, loop: CurlLoop,
         client: UpstreamClient, pool: WorkerPool, logger: Logger, replication: ReplicationScheduler? = nil,
-        policy: String = "default"
+        policy: String = "default", register: Bool = true
     ) throws {
         let mirror = try ODataMirror(
             path: mirrorSettings.databasePath, encryption: mirrorSettings.storeEncryption)
@@ -110,16 +114,16 @@ public final class ODataService: Sendable {
         let replication = replication ?? ReplicationScheduler(policies: [:], store: nil)
         self.replication = replication
         let id = "odata:\(settings.name)"
-        replication.register(
-            ReplicationJob(
-                api: .odata, name: settings.name, policy: policy,
-                lastSuccess: mirror.lastDownloadAt.flatMap(Self.date), usage: usage,
-                isReachable: { [forwarder] in forwarder.reachability.isReachable },
-                urgency: { [context] in
-                    if context.mirror.lastDownloadAt == nil { return .required }
-                    return context.queue.count > 0 ? .pending : .none
-                },
-                run: { [uploader, downloader] run in Self.replicationRun(run, uploader, downloader) }))
+        replicationJob = ReplicationJob(
+            api: .odata, name: settings.name, policy: policy,
+            lastSuccess: mirror.lastDownloadAt.flatMap(Self.date), usage: usage,
+            isReachable: { [forwarder] in forwarder.reachability.isReachable },
+            urgency: { [context] in
+                if context.mirror.lastDownloadAt == nil { return .required }
+                return context.queue.count > 0 ? .pending : .none
+            },
+            run: { [uploader, downloader] run in Self.replicationRun(run, uploader, downloader) })
+        if register { replication.register(replicationJob) }
         runs.connect { replication.requestRun(id) }
         forwarder.reachability.onChange { up in replication.reachabilityChanged(id, reachable: up) }
     }

@@ -59,6 +59,7 @@ public final class ReplicationScheduler: Sendable {
     }
 
     private struct State {
+        var policies: [String: ReplicationPolicy] = [:]
         var entries: [String: Entry] = [:]
         var paused: [String: Date] = [:]
         var started = false
@@ -66,8 +67,9 @@ public final class ReplicationScheduler: Sendable {
         var timer: ScheduledWork?
     }
 
-    /// The policies in force by name.
-    public let policies: [String: ReplicationPolicy]
+    /// The policies in force by name (a configuration reload may change them, see
+    /// ``reconfigure(policies:jobs:)``).
+    public var policies: [String: ReplicationPolicy] { state.withLock { $0.policies } }
     private let state = Mutex(State())
     private let store: ReplicationStore?
     private let clock: any ReplicationClock
@@ -91,11 +93,6 @@ public final class ReplicationScheduler: Sendable {
             .newThread,
         random: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
     ) {
-        var all = policies
-        if all["default"] == nil { all["default"] = PolicyConfig() }
-        self.policies = all.reduce(into: [:]) {
-            $0[$1.key] = ReplicationPolicy(name: $1.key, config: $1.value)
-        }
         self.store = store
         self.clock = clock
         self.calendar = calendar
@@ -105,7 +102,18 @@ public final class ReplicationScheduler: Sendable {
         self.spawn = spawn
         self.random = random
         let paused = (try? store?.paused()) ?? [:]
-        state.withLock { $0.paused = paused }
+        let all = Self.named(policies)
+        state.withLock {
+            $0.paused = paused
+            $0.policies = all
+        }
+    }
+
+    /// `configs` as policies by name, `default` added when missing.
+    private static func named(_ configs: [String: PolicyConfig]) -> [String: ReplicationPolicy] {
+        var all = configs
+        if all["default"] == nil { all["default"] = PolicyConfig() }
+        return all.reduce(into: [:]) { $0[$1.key] = ReplicationPolicy(name: $1.key, config: $1.value) }
     }
 
     /// Runs `work` on a new thread named `name`.
@@ -120,6 +128,12 @@ public final class ReplicationScheduler: Sendable {
     /// Adds a replication; its stored schedule is loaded (a run left in progress by a crash resumes at
     /// once). Call before ``start()``.
     public func register(_ job: ReplicationJob) {
+        let entry = newEntry(job, policies: policies)
+        state.withLock { $0.entries[job.id] = entry }
+    }
+
+    /// A new job's entry under `policies`: its stored schedule, its usage attached to the scheduler.
+    private func newEntry(_ job: ReplicationJob, policies: [String: ReplicationPolicy]) -> Entry {
         let policy = policies[job.policy] ?? policies["default"]!
         var record = ((try? store?.records()) ?? [:])[job.id] ?? ScheduleRecord()
         if record.lastSuccess == nil, record.lastEnd == nil, let known = job.lastSuccess {
@@ -134,7 +148,60 @@ public final class ReplicationScheduler: Sendable {
         job.usage.attach(window: policy.config.activeWindow, restored: record.lastUsed) { [weak self] in
             self?.wake()
         }
-        state.withLock { $0.entries[job.id] = Entry(job: job, policy: policy, record: record) }
+        return Entry(job: job, policy: policy, record: record)
+    }
+
+    /// Applies a configuration reload: `policies` replace the policies in force, and `jobs` the registered
+    /// replications. A job whose id was registered keeps its schedule, retry state and resume point, and
+    /// follows its (possibly changed) policy from the next decision on; a run of it going on is not
+    /// interrupted (it ends with the job it started with, and its outcome is recorded in the kept
+    /// schedule). A new id is registered as ``register(_:)`` does; a registered id missing from `jobs` is
+    /// dropped, and a run of it going on stops at its next checkpoint (its resume point stored, used if
+    /// the id comes back). Pauses are kept. Then decides at once.
+    public func reconfigure(policies configs: [String: PolicyConfig], jobs: [ReplicationJob]) {
+        let all = Self.named(configs)
+        let known = Set(jobIDs)
+        var added: [String: Entry] = [:]
+        for job in jobs where !known.contains(job.id) { added[job.id] = newEntry(job, policies: all) }
+        let dropped = state.withLock { s -> [(String, ScheduleRecord)] in
+            s.policies = all
+            var next: [String: Entry] = [:]
+            for job in jobs {
+                if var e = s.entries[job.id] {
+                    let policy = all[job.policy] ?? all["default"]!
+                    let replaced = job.usage !== e.job.usage
+                    if replaced || policy.config.activeWindow != e.policy.config.activeWindow {
+                        // A rebuilt service's new tracker starts from the old one's last use.
+                        let restored = e.job.usage.lastUsed ?? e.record.lastUsed
+                        job.usage.attach(window: policy.config.activeWindow, restored: restored) {
+                            [weak self] in self?.wake()
+                        }
+                    }
+                    e.job = job
+                    e.policy = policy
+                    next[job.id] = e
+                } else if let e = added[job.id] {
+                    next[job.id] = e
+                }
+            }
+            let gone = s.entries.filter { next[$0.key] == nil }.map { id, e -> (String, ScheduleRecord) in
+                var r = e.record
+                r.lastUsed = e.job.usage.lastUsed ?? r.lastUsed
+                return (id, r)
+            }
+            s.entries = next
+            return gone
+        }
+        for (id, r) in dropped where !r.inProgress { persist(id, r) }
+        if !dropped.isEmpty || !added.isEmpty {
+            logger.info(
+                "replications reconfigured",
+                metadata: [
+                    "added": .array(added.keys.sorted().map { .string($0) }),
+                    "dropped": .array(dropped.map(\.0).sorted().map { .string($0) }),
+                ])
+        }
+        tick()
     }
 
     /// The ids of the registered replications.
@@ -393,12 +460,17 @@ public final class ReplicationScheduler: Sendable {
             trigger: trigger, resumed: resumed, budget: policy.config.maxRunDuration,
             uptime: { [clock] in clock.uptimeNanos },
             paused: { [weak self] in self?.isPaused(policy.name) ?? false },
-            stopping: { [weak self] in self?.state.withLock { $0.stopping } ?? true },
+            stopping: { [weak self] in self?.isStoppingOrDropped(id) ?? true },
             report: { [weak self] details in self?.emit("runDidProgress", job, policy, details) })
         let outcome = job.run(context)
         finish(id, job: job, policy: policy, before: before, start: start, outcome: outcome, context: context)
         completion?(outcome)
         tick()
+    }
+
+    /// Whether the scheduler stops, or a reload dropped `id`: a run of it stops at its next checkpoint.
+    private func isStoppingOrDropped(_ id: String) -> Bool {
+        state.withLock { $0.stopping || $0.entries[id] == nil }
     }
 
     /// Asks the condition; records a refusal (asked again after the policy's backoff). True to go on.

@@ -62,8 +62,9 @@ extension ReplicationScheduler {
     public func policiesStatus() -> JSON {
         let paused = pausedPolicies()
         var out = JSONObject()
-        for name in policies.keys.sorted() {
-            let c = policies[name]!.config
+        let all = policies
+        for name in all.keys.sorted() {
+            let c = all[name]!.config
             var o = JSONObject()
             o["paused"] = .bool(paused[name] != nil)
             o["pausedSince"] =

@@ -23,6 +23,7 @@ from harness import request, run_cli
 from odata_helpers import JSON_HEADERS, kill_9, status_of
 from test_mirrored import wait_for
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
+from test_reload import reload, rewrite
 from upstreams.fake_algolia import FakeAlgolia
 
 SETTINGS = {"searchableAttributes": ["name"], "attributesForFaceting": ["brand"]}
@@ -150,6 +151,47 @@ def clock_window(start_min: int, end_min: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------ Algolia
+
+
+def test_a_reload_applies_a_changed_interval_with_one_scheduler(gateway_factory, fake_algolia):
+    """A reload that shortens a policy's idle interval: the mirror keeps its job (runs counted on), the new
+    interval applies without a restart, and every sync is a run of the one scheduler (no second timer
+    syncs: each syncDidStart has its runDidStart, and the count over a window is one interval's)."""
+    fake_algolia.seed("products", records("p", 4), SETTINGS)
+    before = {"steady": {"activeInterval": "1s", "idleInterval": "1h", "activeWindow": "2s"}}
+    gw = gateway_factory(algolia_policy_config(fake_algolia.url, before, {"products": "steady"}))
+    events = Events(gw)
+    try:
+        assert wait_for(lambda: index_status(gw)["replication"]["lastRunOutcome"] == "completed", timeout=20)
+        first = index_status(gw)["replication"]
+        time.sleep(2.5)  # idle under the old policy: the next run is an hour away
+        assert index_status(gw)["replication"]["runs"] == first["runs"]
+
+        after = {"steady": {"activeInterval": "1s", "idleInterval": "2s", "activeWindow": "2s"}}
+        rewrite(gw, algolia_policy_config(fake_algolia.url, after, {"products": "steady"}))
+        st, answer = reload(gw)
+        assert st == 200, answer
+        assert {"key": "policies.steady", "change": "changed"} in answer["changes"]
+        assert answer["restartRequired"] == []
+        assert status(gw)["policies"]["steady"]["idleIntervalSeconds"] == 2
+
+        # The new interval applies: runs come again, and the job kept its count.
+        assert wait_for(lambda: index_status(gw)["replication"]["runs"] > first["runs"], timeout=10)
+        start_runs = index_status(gw)["replication"]["runs"]
+        syncs_before = len(events.named("syncDidStart", index="products"))
+        runs_before = len(events.named("runDidStart", index="products"))
+        time.sleep(8)
+        window_runs = index_status(gw)["replication"]["runs"] - start_runs
+        syncs = len(events.named("syncDidStart", index="products")) - syncs_before
+        started = len(events.named("runDidStart", index="products")) - runs_before
+        # One scheduler at a 2 s idle interval: 2 to 5 runs in 8 s (a second one would about double it).
+        assert 2 <= window_runs <= 5, window_runs
+        assert syncs == started, (syncs, started)
+        assert abs(started - window_runs) <= 1, (started, window_runs)
+        assert all(e["policy"] == "steady" and e["mirror"] == "algolia:products"
+                   for e in events.named("runDidStart", index="products"))
+    finally:
+        events.close()
 
 
 def test_idle_to_in_use_switches_the_interval(gateway_factory, fake_algolia):

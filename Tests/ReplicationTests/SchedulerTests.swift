@@ -66,6 +66,13 @@ final class Flag: Sendable {
     func set(_ v: Bool) { value.withLock { $0 = v } }
 }
 
+/// A count shared with closures.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func add() { count.withLock { $0 += 1 } }
+}
+
 final class Harness: Sendable {
     let clock: ManualClock
     let events: EventLog
@@ -316,5 +323,86 @@ func basePolicy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> PolicyConfig
         #expect(woken.withLock { $0 } == 1)
         usage.touch(at: t.addingTimeInterval(20))
         #expect(woken.withLock { $0 } == 2)
+    }
+
+    /// A job of `h`'s scheduler named `name` whose runs are counted in `count`.
+    private func counted(_ name: String, _ count: Counter, policy: String = "p") -> ReplicationJob {
+        ReplicationJob(
+            api: .algolia, name: name, policy: policy, usage: ReplicationUsage(), isReachable: { true },
+            urgency: { .none },
+            run: { _ in
+                count.add()
+                return .completed([:])
+            })
+    }
+
+    @Test func aReconfigurationKeepsSchedulesAppliesPoliciesDropsAndAdds() {
+        let h = Harness(policy: basePolicy { $0.maxRunDuration = .seconds(1) }, pages: 7)
+        let other = Counter()
+        let extra = Counter()
+        h.scheduler.register(counted("other", other))
+        h.scheduler.start()
+        #expect(h.runs == 1)
+        #expect(other.value == 1)
+        #expect(h.status["resumePending"] == true)
+        // A reload: the idle interval goes from 60 s to 20 s, "other" is removed, "extra" added.
+        let products = ReplicationJob(
+            api: .algolia, name: "products", policy: "p", usage: h.usage, isReachable: { true },
+            urgency: { .none }, run: { h.mirror.run($0) })
+        h.scheduler.reconfigure(
+            policies: [
+                "p": basePolicy {
+                    $0.maxRunDuration = .seconds(1)
+                    $0.idleInterval = .seconds(20)
+                }
+            ],
+            jobs: [products, counted("extra", extra)])
+        #expect(h.scheduler.jobIDs == ["algolia:extra", "algolia:products"])
+        #expect(extra.value == 1)  // never synced: at once
+        #expect(h.runs == 1)
+        #expect(h.status["resumePending"] == true)  // the resume point is kept
+        #expect(h.scheduler.policies["p"]?.config.idleInterval == .seconds(20))
+        h.clock.advance(.seconds(25))  // under the old 60 s nothing would run
+        h.scheduler.tick()
+        #expect(h.runs == 2)
+        #expect(h.mirror.runs.withLock { $0.last?.1 } == true)  // resumed from the kept point
+        #expect(h.status["runs"] == 2)
+        #expect(other.value == 1)  // dropped: never run again
+        #expect(h.scheduler.status("algolia:other") == nil)
+    }
+
+    @Test func aRunGoingOnDuringAReconfigurationGoesOnUnlessItsJobIsDropped() {
+        let h = Harness(policy: basePolicy())
+        let seen = Mutex<[Bool]>([])
+        let scheduler = h.scheduler
+        let keep = Mutex(true)
+        let job = ReplicationJob(
+            api: .algolia, name: "products", policy: "p", usage: h.usage, isReachable: { true },
+            urgency: { .none },
+            run: { context in
+                let kept = keep.withLock { $0 }
+                scheduler.reconfigure(
+                    policies: ["p": basePolicy()],
+                    jobs: kept
+                        ? [
+                            ReplicationJob(
+                                api: .algolia, name: "products", policy: "p", usage: h.usage,
+                                isReachable: { true }, urgency: { .none }, run: { _ in .completed([:]) })
+                        ] : [])
+                seen.withLock { $0.append(context.shouldStop) }
+                return context.shouldStop ? .stopped([:]) : .completed([:])
+            })
+        scheduler.reconfigure(policies: ["p": basePolicy()], jobs: [job])
+        scheduler.start()
+        // Kept: the run was not told to stop, and its end is recorded in the kept schedule.
+        #expect(seen.withLock { $0 } == [false])
+        #expect(h.status["lastRunOutcome"] == "completed")
+        #expect(h.status["running"] == false)
+        keep.withLock { $0 = false }
+        scheduler.reconfigure(policies: ["p": basePolicy()], jobs: [job])
+        #expect(scheduler.trigger("algolia:products") == .started)
+        // Dropped during its run: told to stop at its next checkpoint.
+        #expect(seen.withLock { $0 } == [false, true])
+        #expect(scheduler.jobIDs.isEmpty)
     }
 }
