@@ -1,0 +1,32 @@
+import JSONCore
+import ODataCore
+
+/// The checks every local write path makes before it touches the mirror (single writes, deep inserts,
+/// `$batch` parts, link changes): payloads against the model (``ODataPayloadValidator``) and the request's
+/// path, with the status the upstream would have answered (`400` for a payload or key predicate it would
+/// refuse, `404` for what does not exist).
+enum WriteChecks {
+    /// Checks `members` of an entity of `type` for `operation`; a violation is a `400` naming the property.
+    static func check(
+        _ members: [(String, RawJSON)], ofType type: String, model: EdmModel,
+        for operation: ODataPayloadValidator.Operation
+    ) throws(ODataServiceError) {
+        do {
+            try ODataPayloadValidator(model: model).validate(members, ofType: type, for: operation)
+        } catch { throw ODataServiceError(payload: error) }
+    }
+
+    /// The error for a write path that does not parse: `400` when the path names an entity set and only
+    /// its key predicate is wrong (`Products('abc')` for an `Edm.Int32` key, `Products(1099511627776)`),
+    /// `404` otherwise (no such set, property or navigation).
+    static func pathError(_ path: String, model: EdmModel, _ error: ODataError) -> ODataServiceError {
+        let first = path.prefix { $0 != "/" }
+        if let open = first.firstIndex(of: "("), first.hasSuffix(")") {
+            let set = String(first[..<open])
+            if (try? ODataResourcePath.parse(set, model: model)) != nil {
+                return ODataServiceError(400, "BadRequest", error.message)
+            }
+        }
+        return ODataServiceError(404, "NotFound", "\(error)")
+    }
+}
