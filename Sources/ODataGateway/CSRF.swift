@@ -44,7 +44,8 @@ public final class ODataCSRF: Sendable {
     func prepare(_ request: HTTPRequest, settings: ODataServiceSettings, client: UpstreamClient)
         -> HTTPRequest
     {
-        if let prepared = try? prepare(request, settings: settings, client: client, within: settings.timeout) {
+        if let prepared = try? prepare(request, settings: settings, client: client, within: settings.timeout)
+        {
             return prepared
         }
         var bare = request
@@ -58,7 +59,8 @@ public final class ODataCSRF: Sendable {
     /// send the request as if it had a session. A fetch answered with any status counts as done (an
     /// upstream without CSRF protection answers without a token).
     func prepare(
-        _ request: HTTPRequest, settings: ODataServiceSettings, client: UpstreamClient, within budget: Duration
+        _ request: HTTPRequest, settings: ODataServiceSettings, client: UpstreamClient,
+        within budget: Duration
     ) throws(UpstreamError) -> HTTPRequest {
         let key = Self.key(request)
         var session = upstreamTokens.withLock { $0[key] }

@@ -75,7 +75,8 @@ public final class ODataForwarder: Sendable {
                 if let onServerError, onServerError(status) { return }
                 var h = HopByHop.responseHeaders(headers)
                 adjust(&h)
-                responder.respond(HTTPResponse(status: status, headers: h, body: .bytes(map.toGateway.apply(body))))
+                responder.respond(
+                    HTTPResponse(status: status, headers: h, body: .bytes(map.toGateway.apply(body))))
             case .brokenAfterStart(let error):
                 logger.warning(
                     "odata upstream broke mid-response",

@@ -170,13 +170,7 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             let split = try splitBody(w, type: type, given, allowNested: method == "POST")
             (members, nested) = (split.members, split.nested)
-            if method != "POST" {
-                // Updates and replaces: the values' types now; a create is checked whole when stored.
-                try WriteChecks.check(
-                    members, ofType: split.type, model: m.model, for: method == "PUT" ? .replace : .update)
-            } else {
-                type = split.type
-            }
+            if method == "POST" { type = split.type }
         }
         let keyProperties = m.model.keyProperties(of: type)
         var queued = QueuedRequest(
@@ -285,6 +279,9 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             members.append((name, value))
         }
+        // The client's own values, before links and parents set foreign keys (a create is checked whole
+        // again when it is stored).
+        try WriteChecks.check(members, ofType: type, model: m.model, for: .update)
         for (nav, link) in binds where !nav.isCollection {
             let values = try linkedKeyValues(w, link: link)
             for c in nav.referentialConstraints {

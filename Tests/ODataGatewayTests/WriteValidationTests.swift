@@ -107,6 +107,16 @@ private func error(_ r: HTTPResponse) -> (code: String?, target: String?) {
             "PUT", "Products(1)", #"{"ProductName":"Chai","Discontinued":false,"CategoryID":2147483648}"#,
             "CategoryID"
         ),
+        // A client's bad foreign key is refused even where a link would set it.
+        (
+            "POST", "Products",
+            #"{"ProductName":"X","Discontinued":true,"CategoryID":"abc","Category@odata.bind":"Categories(1)"}"#,
+            "CategoryID"
+        ),
+        (
+            "POST", "Categories(1)/Products", #"{"ProductName":"X","Discontinued":true,"CategoryID":1.5}"#,
+            "CategoryID"
+        ),
         // A deep insert's nested entity is checked like a create of its own.
         ("POST", "Categories", #"{"Title":"Food","Products":[{"ProductName":"Bread"}]}"#, "Discontinued"),
         ("POST", "Categories", #"{"Title":"Far too long a title"}"#, "Title"),
