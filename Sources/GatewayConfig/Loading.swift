@@ -5,9 +5,10 @@ extension MirrorgateConfiguration {
     /// Keys that parse but belong to features this version does not implement: dotted key pattern
     /// (`*` matches one name) → reason. Present with a non-default value, they are rejected with
     /// `<key>: not supported in this version (<reason>)`. Lift a feature by deleting its line.
+    /// The shortest `storeEncryptionKey` accepted.
+    public static let minimumSecretLength = 8
+
     public static let unsupportedKeys: [String: String] = [
-        "odata.services.*.storeEncryptionKey":
-            "the local store is not encrypted; remove the key rather than believe it is",
         "odata.services.*.enableRequestQueueOptimization": "request queue optimization is not implemented",
         "odata.services.*.enableUndoLocalCreation": "undoing a local creation is not implemented",
         "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",

@@ -4,8 +4,8 @@
 # append (QueueBench, this directory's Swift package) vs the SQLite C API; (c) upload throughput to the
 # odatapy upstream. Loopback only; every run is bounded; started processes are stopped at exit.
 #   bash bench/queue/run.sh
-# Env knobs: ROUNDS (3), DURATION (5, seconds per wrk / raw-SQLite run), APPENDS (1000, transactions per
-#   kind and round in (b)), UPLOADS (300, queued creates per round in (c)), MIRRORGATE_BIN
+# Env knobs: ROUNDS (3), DURATION (5, seconds per wrk / raw-SQLite run), SLICES (12, 1-second slices per
+#   gateway in (a')), APPENDS (1000, transactions per kind and round in (b)), UPLOADS (300, queued creates per round in (c)), MIRRORGATE_BIN
 #   (.build/release/mirrorgate, built when unset), PYTHON (.e2e-venv/bin/python: needs odatapy for (c)).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
