@@ -105,9 +105,16 @@ struct ODataRouter: ODataServicePart {
             pool.submit { [self] in answerRead(request, responder, mayForward: false) }
             return true
         }
+        // On 5xx/429 only a mirror that holds downloaded data answers; one with no defining requests or no
+        // finished download would answer empty sets, a silent difference: the upstream's error is relayed.
         forwarder.forward(
             request, OriginResponder(inner: responder, origin: "remote"), fallback: { _ in answerLocally() },
-            onServerError: { _ in answerLocally() })
+            onServerError: { [self] _ in holdsDownloadedData && answerLocally() })
+    }
+
+    /// Whether the mirror holds data from a finished download of at least one defining request.
+    var holdsDownloadedData: Bool {
+        !mirrorSettings.definingRequests.isEmpty && mirror.lastDownloadAt != nil
     }
 
     /// Whether a read touches an entity set with queued changes (read-your-writes: answered from the mirror).

@@ -7,12 +7,14 @@ import ODataCore
 /// refuse, `404` for what does not exist).
 enum WriteChecks {
     /// Checks `members` of an entity of `type` for `operation`; a violation is a `400` naming the property.
+    /// `exempt`: properties the gateway supplies itself (not required from the client).
     static func check(
         _ members: [(String, RawJSON)], ofType type: String, model: EdmModel,
-        for operation: ODataPayloadValidator.Operation
+        for operation: ODataPayloadValidator.Operation, exempt: Set<String> = []
     ) throws(ODataServiceError) {
         do {
-            try ODataPayloadValidator(model: model).validate(members, ofType: type, for: operation)
+            try ODataPayloadValidator(model: model).validate(
+                members, ofType: type, for: operation, exempt: exempt)
         } catch { throw ODataServiceError(payload: error) }
     }
 

@@ -30,7 +30,13 @@ private let metadata = """
               <ReferentialConstraint Property="CategoryID" ReferencedProperty="CategoryID"/>
             </NavigationProperty>
           </EntityType>
+          <EntityType Name="Note">
+            <Key><PropertyRef Name="NoteID"/></Key>
+            <Property Name="NoteID" Type="Edm.String" Nullable="false" MaxLength="10"/>
+            <Property Name="Text" Type="Edm.String"/>
+          </EntityType>
           <EntityContainer Name="C">
+            <EntitySet Name="Notes" EntityType="S.Note"/>
             <EntitySet Name="Categories" EntityType="S.Category">
               <NavigationPropertyBinding Path="Products" Target="Products"/>
             </EntitySet>
@@ -208,4 +214,18 @@ private func error(_ r: HTTPResponse) -> (code: String?, target: String?) {
     #expect(
         write(service, "PUT", "Products(1)", #"{"ProductName":"Chai","Discontinued":true}"#).status == 204)
     #expect(service.queue.count == 6)
+}
+
+/// A key the client leaves out is minted by the gateway (`local-…`) and replaced by the upstream's: the
+/// placeholder is not held to the key's facets (a SAP `SalesOrderID` of `MaxLength="10"`), a client's key is.
+@Test func aMintedStringKeyIsNotCheckedAgainstTheKeysMaxLength() throws {
+    let service = try makeService()
+    let created = write(service, "POST", "Notes", #"{"Text":"server fills the key"}"#)
+    #expect(created.status == 201, "\(bodyText(created))")
+    #expect(try RawJSON.parse(bodyText(created))["NoteID"]?.string?.hasPrefix("local-") == true)
+    let tooLong = write(service, "POST", "Notes", #"{"NoteID":"ABCDEFGHIJK","Text":"x"}"#)
+    #expect(tooLong.status == 400)
+    #expect(error(tooLong).target == "NoteID")
+    #expect(write(service, "POST", "Notes", #"{"NoteID":"ABCDEFGHIJ","Text":"x"}"#).status == 201)
+    #expect(service.queue.count == 2)
 }
