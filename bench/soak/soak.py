@@ -47,6 +47,7 @@ DURATION = float(os.environ.get("DURATION", "300"))
 ALGOLIA_CONNECTIONS = int(os.environ.get("ALGOLIA_CONNECTIONS", "48"))
 ODATA_CONNECTIONS = int(os.environ.get("ODATA_CONNECTIONS", "16"))
 FLAP = float(os.environ.get("FLAP", "10"))
+DRAIN = float(os.environ.get("DRAIN", "600"))
 WARMUP = min(60.0, DURATION / 5)
 APP_ID, API_KEY = "SOAKAPP", "soak-api-key-0123456789"
 MOUNT = "/odata/nw/"
@@ -78,6 +79,8 @@ class Counters:
         self.odata_errors = 0
         self.acked: set[str] = set()
         self.unanswered: set[str] = set()
+        self.unreadable: list[bytes] = []  # 201 answers without a readable ProductID (first few kept)
+        self.unreadable_count = 0
 
     def count(self, table: dict, status: int) -> None:
         with self.lock:
@@ -136,7 +139,13 @@ def odata_client(port: int, stop: threading.Event, c: Counters, n: int, seed: in
                 with c.lock:
                     c.acked.add(name)
                 if r.status == 201:
-                    mine.append(str(json.loads(data)["ProductID"]))
+                    try:
+                        mine.append(str(json.loads(data)["ProductID"]))
+                    except (ValueError, KeyError, TypeError):
+                        with c.lock:
+                            c.unreadable_count += 1
+                            if len(c.unreadable) < 3:
+                                c.unreadable.append(data[:300])
         except (OSError, http.client.HTTPException, ValueError):
             with c.lock:
                 c.odata_errors += 1
@@ -177,8 +186,9 @@ def main() -> None:
         "dataDir": str(work / "data"),
         "algolia": {
             "appId": APP_ID, "apiKey": API_KEY, "hosts": [fake.url], "connectTimeout": "300ms",
-            "timeout": "1500ms", "requestStrategy": "fallbackOnFailure",
-            "indices": {"products": {"mirrored": True, "dataSelectionQueries": [{"query": {"query": ""}, "maxObjects": 5000}]}},
+            "timeout": "1500ms",
+            "indices": {"products": {"mirrored": True, "requestStrategy": "fallbackOnFailure",
+                                     "dataSelectionQueries": [{"query": {"query": ""}, "maxObjects": 5000}]}},
         },
         "odata": {"services": {"nw": {
             "mount": MOUNT, "upstream": gate.url + "/nw.svc/", "timeout": "2s",
@@ -240,6 +250,8 @@ def main() -> None:
         drain_start = time.time()
         st = {}
         for _ in range(1200):
+            if time.time() - drain_start > DRAIN:
+                break
             admin(gw, "POST", "/_mirrorgate/odata/services/nw/upload?wait=true", timeout=60)
             _, st = admin(gw, "GET", "/_mirrorgate/status")
             s = st["odata"]["services"]["nw"]
@@ -256,7 +268,9 @@ def main() -> None:
                 for name in NAME.findall(r.body):
                     executed[name.decode()] = executed.get(name.decode(), 0) + 1
         duplicates = {k: v for k, v in executed.items() if v > 1}
-        lost = sorted(k for k in c.acked if k not in executed)
+        drained = s["pendingRequests"] == 0
+        # Acknowledged and never executed; only judged once the queue drained (queued ones are not lost).
+        lost = sorted(k for k in c.acked if k not in executed) if drained else []
         strays = sorted(k for k in executed if k not in c.acked and k not in c.unanswered)
         five = sum(v for k, v in c.algolia.items() if k >= 500)
         algolia_total = sum(c.algolia.values())
@@ -278,9 +292,10 @@ def main() -> None:
         print(f"| OData statuses | {dict(sorted(c.odata.items()))} |")
         print(f"| OData writes acknowledged | {len(c.acked)} |")
         print(f"| OData writes without an answer | {len(c.unanswered)} |")
+        print(f"| OData 201 answers without a readable ProductID | {c.unreadable_count} |")
         print(f"| upstream executions of those writes | {sum(executed.values())} |")
         print(f"| **duplicates** | **{len(duplicates)}** |")
-        print(f"| **losses** (acknowledged, never executed) | **{len(lost)}** |")
+        print(f"| **losses** (acknowledged, never executed) | **{len(lost) if drained else 'not judged: queue not drained'}** |")
         print(f"| executed without being acknowledged (unanswered excluded) | {len(strays)} |")
         print(f"| in doubt / ErrorArchive after the drain | {s['inDoubt']} / {s['errorArchive']} |")
         print(f"| queue after the drain | {s['pendingRequests']} (drained in {drain_s:.1f} s) |")
@@ -291,6 +306,8 @@ def main() -> None:
         print()
         print(f"**0 duplicates, 0 losses, 0 5xx under /1/, queue drained: {'met' if ok else 'NOT met'}.** "
               f"**RSS within 10 % of its start after the drain: {'met' if rss_ok else 'NOT met'}.**")
+        if c.unreadable:
+            print(f"\nfirst 201 answers without a readable ProductID: {c.unreadable}")
         if duplicates or lost or strays:
             print(f"\nduplicates {list(duplicates.items())[:10]}, lost {lost[:10]}, strays {strays[:10]}")
     finally:
