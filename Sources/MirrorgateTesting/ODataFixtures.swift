@@ -28,6 +28,12 @@ public enum ODataFixtures {
 
     /// V4: `Products` (`ID` Int32 key, `Name`, `Price` Decimal) and `Notes` (`Code` String key, `Text`).
     public static var productsNotesV4: String { document("productsNotesV4") }
+
+    /// V4 `Shop.Model` (ODataCore's issue-15 model): inheritance (`People` of `Person`, `Employee`,
+    /// `Customer`; abstract `Document`), singleton `Company`, containment `Orders/Lines`, enums (flags),
+    /// complex and collection properties, every primitive type.
+    public static var shopV4: String { document("shopV4") }
+
     /// The fixture document `Resources/OData/<name>.xml`; traps when it is missing (a broken test target).
     public static func document(_ name: String) -> String {
         guard let url = Bundle.module.url(forResource: name, withExtension: "xml", subdirectory: "OData"),

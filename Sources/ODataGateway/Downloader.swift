@@ -138,11 +138,13 @@ final class ODataDownloader: ODataServicePart {
         }
         var total: [String: Int] = [:]
         for request in mirrorSettings.definingRequests {
-            let (rows, links) = try fetchDefiningRequest(request)
+            let (rows, links, paging) = try fetchDefiningRequest(request)
             let stored = try mirror.replace(
                 request: request.name, query: request.query, rows: rows, links: links,
                 queuedChanges: ODataRequestQueue.hasQueued)
             for (k, v) in stored { total[k, default: 0] += v }
+            // The page size the upstream used for the set: offline answers page the same way.
+            try mirror.setUpstreamPageSize(paging.set, paging.pageSize)
         }
         if !mirrorSettings.definingRequests.isEmpty { try mirror.dropBootstrap() }
         return ODataDownloadStats(entitySets: total, durationMs: 0)
@@ -174,7 +176,7 @@ final class ODataDownloader: ODataServicePart {
     }
 
     func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> (
-        [String: [MirrorEntity]], [MirrorLinkRecord]
+        [String: [MirrorEntity]], [MirrorLinkRecord], (set: String, pageSize: Int?)
     ) {
         guard let m = mirror.model else { throw MirrorError("no $metadata") }
         let s = settings
@@ -199,6 +201,7 @@ final class ODataDownloader: ODataServicePart {
         var links: [MirrorLinkRecord] = []
         var url: String? = s.upstream + Self.encodeQuery(request.query)
         var pages = 0
+        var pageSize: Int?
         while let current = url {
             pages += 1
             guard pages <= 100_000 else {
@@ -220,13 +223,14 @@ final class ODataDownloader: ODataServicePart {
                     Self.ingest(members, set: set, type: type, model: m, into: &rows, links: &links)
                 }
             }
+            if pages == 1, let next, !next.isEmpty, !items.isEmpty { pageSize = items.count }
             if let next, !next.isEmpty {
                 url = next.hasPrefix("http://") || next.hasPrefix("https://") ? next : s.upstream + next
             } else {
                 url = nil
             }
         }
-        return (rows, links)
+        return (rows, links, (set, pageSize))
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
