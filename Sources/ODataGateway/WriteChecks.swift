@@ -1,3 +1,4 @@
+import Foundation
 import JSONCore
 import ODataCore
 
@@ -7,15 +8,25 @@ import ODataCore
 /// refuse, `404` for what does not exist).
 enum WriteChecks {
     /// Checks `members` of an entity of `type` for `operation`; a violation is a `400` naming the property.
-    /// `exempt`: properties the gateway supplies itself (not required from the client).
+    /// `exempt`: properties the gateway supplies itself (not required from the client). A value that is a
+    /// key the gateway minted (`local-<uuid>`, in a key or a foreign key) is a placeholder the upload
+    /// replaces with the upstream's key: it is not held to the property's facets.
     static func check(
         _ members: [(String, RawJSON)], ofType type: String, model: EdmModel,
         for operation: ODataPayloadValidator.Operation, exempt: Set<String> = []
     ) throws(ODataServiceError) {
+        let placeholders = Set(members.filter { isMintedLocalKey($0.1) }.map(\.0))
         do {
             try ODataPayloadValidator(model: model).validate(
-                members, ofType: type, for: operation, exempt: exempt)
+                members.filter { !placeholders.contains($0.0) }, ofType: type, for: operation,
+                exempt: exempt.union(placeholders))
         } catch { throw ODataServiceError(payload: error) }
+    }
+
+    /// Whether `value` is a string key minted by the gateway for an offline create (`local-` and a UUID).
+    static func isMintedLocalKey(_ value: RawJSON) -> Bool {
+        guard let s = value.string, s.hasPrefix("local-") else { return false }
+        return UUID(uuidString: String(s.dropFirst("local-".count))) != nil
     }
 
     /// The error for a write path that does not parse: `400` when the path names an entity set and only

@@ -227,5 +227,10 @@ private func error(_ r: HTTPResponse) -> (code: String?, target: String?) {
     #expect(tooLong.status == 400)
     #expect(error(tooLong).target == "NoteID")
     #expect(write(service, "POST", "Notes", #"{"NoteID":"ABCDEFGHIJ","Text":"x"}"#).status == 201)
-    #expect(service.queue.count == 2)
+    // A key minted earlier, given back by a client (a foreign key to an offline create, as a `$1` reference
+    // resolves to), is the same placeholder.
+    let placeholder = "local-" + UUID().uuidString.lowercased()
+    #expect(write(service, "POST", "Notes", #"{"NoteID":"\#(placeholder)"}"#).status == 201)
+    #expect(write(service, "POST", "Notes", #"{"NoteID":"local-not-a-uuid"}"#).status == 400)
+    #expect(service.queue.count == 3)
 }
