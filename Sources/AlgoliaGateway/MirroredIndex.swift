@@ -20,7 +20,7 @@ public struct DataSelection: Sendable, Hashable {
 }
 
 /// What a mirrored index needs to sync and answer (mapped from `algolia.indices.NAME`).
-public struct MirrorSettings: Sendable {
+public struct MirrorSettings: Sendable, Equatable {
     /// Index name.
     public var name: String
     /// Default strategy (a request may override it with `X-Mirrorgate-Strategy`).
@@ -120,8 +120,9 @@ public struct MirrorVersion: Sendable {
 /// A mirrored index: its current local version and its replicas' (answering while a new one is built),
 /// its sync state and statistics. At most one sync runs at a time.
 public final class MirroredIndex: Sendable {
-    /// Settings.
-    public let settings: MirrorSettings
+    /// Settings (a reload may change them, see ``update(settings:)``).
+    public var settings: MirrorSettings { settingsBox.withLock { $0 } }
+    private let settingsBox: Mutex<MirrorSettings>
     private struct State {
         var current: SearchIndex?
         var replicas: [String: SearchIndex] = [:]
@@ -133,6 +134,8 @@ public final class MirroredIndex: Sendable {
         var failures = 0
         var fingerprint: String?
         var lastUsed: Date?
+        /// Local writes wait for the upstream (`offlineWrites: queue`): no sync may replace the mirror.
+        var held = false
     }
     private let state: Mutex<State>
 
@@ -141,11 +144,30 @@ public final class MirroredIndex: Sendable {
         settings: MirrorSettings, current: SearchIndex?, replicas: [String: SearchIndex] = [:],
         lastSuccessfulSyncAt: Date?, fingerprint: String?
     ) {
-        self.settings = settings
+        self.settingsBox = Mutex(settings)
         state = Mutex(
             State(
                 current: current, replicas: replicas, lastSuccessfulSyncAt: lastSuccessfulSyncAt,
                 fingerprint: fingerprint))
+    }
+
+    /// Applies new settings (a configuration reload): a changed data selection makes a sync due now, a
+    /// changed `delayBetweenSyncs` moves the next scheduled sync (not a retry after a failure).
+    public func update(settings new: MirrorSettings) {
+        let old = settingsBox.withLock { s in
+            defer { s = new }
+            return s
+        }
+        guard old != new else { return }
+        state.withLock { s in
+            if old.selectionFingerprint != new.selectionFingerprint {
+                s.nextSyncAt = Date()
+            } else if old.delayBetweenSyncs != new.delayBetweenSyncs, s.lastError == nil,
+                let last = s.lastSuccessfulSyncAt
+            {
+                s.nextSyncAt = last.addingTimeInterval(new.delayBetweenSyncs.seconds)
+            }
+        }
     }
 
     /// The local version, if any.
@@ -160,10 +182,17 @@ public final class MirroredIndex: Sendable {
     /// Notes a client request (for status and scheduling).
     public func touch() { state.withLock { $0.lastUsed = Date() } }
 
-    /// Claims the right to sync; false while another sync runs.
+    /// Holds syncs (and manual builds) while queued local writes wait for the upstream, or lets them
+    /// run again.
+    public func holdSyncs(_ hold: Bool) { state.withLock { $0.held = hold } }
+
+    /// Whether syncs are held (``holdSyncs(_:)``).
+    public var syncsHeld: Bool { state.withLock { $0.held } }
+
+    /// Claims the right to sync; false while another sync runs or syncs are held.
     public func beginSync() -> Bool {
         state.withLock { s in
-            if s.syncing { return false }
+            if s.syncing || s.held { return false }
             s.syncing = true
             return true
         }
@@ -207,6 +236,11 @@ public final class MirroredIndex: Sendable {
         }
     }
 
+    /// Replaces the primary's local version and keeps its replicas' (a local write to the mirror while the
+    /// upstream is unreachable; the sync after the queued writes are replayed brings the replicas up to
+    /// date).
+    public func installPrimary(_ index: SearchIndex) { state.withLock { $0.current = index } }
+
     /// Ends a manual build claimed with `beginSync`: installs `version` when it succeeded.
     public func endBuild(_ version: MirrorVersion?) {
         state.withLock { s in
@@ -222,7 +256,7 @@ public final class MirroredIndex: Sendable {
     /// retry time after a failure has come).
     public func isSyncDue(now: Date = Date()) -> Bool {
         state.withLock { s in
-            if s.syncing { return false }
+            if s.syncing || s.held { return false }
             if let next = s.nextSyncAt { return now >= next }
             guard let last = s.lastSuccessfulSyncAt, s.current != nil else { return true }
             if s.fingerprint != settings.selectionFingerprint { return true }
