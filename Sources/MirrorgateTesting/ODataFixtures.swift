@@ -28,6 +28,11 @@ public enum ODataFixtures {
 
     /// V4: `Products` (`ID` Int32 key, `Name`, `Price` Decimal) and `Notes` (`Code` String key, `Text`).
     public static var productsNotesV4: String { document("productsNotesV4") }
+
+    /// V4, the examples of SAP's offline store (seed `002_…`): `Customers` (String key) whose `Orders` (Int32
+    /// key, `CustomerID` foreign key) are deleted with them (`OnDelete Cascade`), `Products` (Int32 key), and
+    /// `Motherboards` whose `CPUs` (`MotherboardID` foreign key) are deleted with them (`OnDelete Cascade`).
+    public static var offlineStoreV4: String { document("offlineStoreV4") }
     /// The fixture document `Resources/OData/<name>.xml`; traps when it is missing (a broken test target).
     public static func document(_ name: String) -> String {
         guard let url = Bundle.module.url(forResource: name, withExtension: "xml", subdirectory: "OData"),
