@@ -21,8 +21,12 @@ enum ODataMetrics {
             label: "mirrorgate_odata_upload_failures_total", dimensions: [("service", name)])
         let combined = CoreMetrics.Counter(
             label: "mirrorgate_odata_requests_combined_total", dimensions: [("service", name)])
-        let before = Gauge(label: "mirrorgate_odata_last_upload_requests", dimensions: [("service", name), ("stage", "before")])
-        let after = Gauge(label: "mirrorgate_odata_last_upload_requests", dimensions: [("service", name), ("stage", "after")])
+        let before = Gauge(
+            label: "mirrorgate_odata_last_upload_requests",
+            dimensions: [("service", name), ("stage", "before")])
+        let after = Gauge(
+            label: "mirrorgate_odata_last_upload_requests",
+            dimensions: [("service", name), ("stage", "after")])
         uploaded.increment(by: 0)
         failures.increment(by: 0)
         combined.increment(by: 0)
@@ -50,7 +54,7 @@ enum ODataMetrics {
             ("mirrorgate_odata_queue_length", queue.count),
             ("mirrorgate_odata_in_doubt", queue.inDoubtCount()),
             ("mirrorgate_odata_held", queue.heldCount()),
-            ("mirrorgate_odata_waiting_for_credentials", queue.credentials.waitingCount()),
+            ("mirrorgate_odata_waiting_for_credentials", queue.waitingCount()),
             ("mirrorgate_odata_error_archive", queue.archivedCount()),
         ]
         for (label, value) in values {

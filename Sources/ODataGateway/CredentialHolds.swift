@@ -52,7 +52,8 @@ enum ODataWriterIdentity {
     static func jwtClaims(_ token: String) -> RawJSON? {
         let segments = token.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3 else { return nil }
-        var payload = segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var payload = segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+            of: "_", with: "/")
         while payload.count % 4 != 0 { payload += "=" }
         guard let data = Data(base64Encoded: payload), let json = try? RawJSON.parse([UInt8](data)),
             json.members != nil
@@ -76,8 +77,9 @@ struct CredentialHold: Sendable {
     var rejected: String
     /// Newer credentials of the writer, not yet tried.
     var candidate: WriterCredentials?
-    /// The entities (canonical `Set(key)`) the waiting requests change or reference, when known.
-    var entities: Set<String>?
+    /// The entities (canonical `Set(key)`) the waiting requests change or name, each with the queue position
+    /// of the first waiting request that does, when known.
+    var entities: [String: Int64]?
 }
 
 /// The credential holds of one service's request queue (stored in its mirror file, `_mg_credhold`, and
@@ -106,7 +108,8 @@ final class ODataCredentialHolds: Sendable {
                 candidate = WriterCredentials(authorization: r[5].string, cookie: r[6].string)
             }
             loaded[writer] = CredentialHold(
-                writer: writer, status: r[1].int ?? 401, since: r[2].string ?? "", requestID: r[3].string ?? "",
+                writer: writer, status: r[1].int ?? 401, since: r[2].string ?? "",
+                requestID: r[3].string ?? "",
                 rejected: r[4].string ?? "", candidate: candidate, entities: nil)
         }
         holds.withLock { $0 = loaded }
@@ -130,7 +133,9 @@ final class ODataCredentialHolds: Sendable {
     /// from a candidate already known), they become the candidate the next upload tries (kept durably, in
     /// `db`'s transaction when given). True when they are a new candidate.
     @discardableResult
-    func offerCredentials(_ credentials: WriterCredentials, writer: String, in db: Database? = nil) throws -> Bool {
+    func offerCredentials(_ credentials: WriterCredentials, writer: String, in db: Database? = nil) throws
+        -> Bool
+    {
         let fingerprint = credentials.fingerprint
         let isNew = holds.withLock { h -> Bool in
             guard let hold = h[writer], hold.rejected != fingerprint,
@@ -169,7 +174,10 @@ final class ODataCredentialHolds: Sendable {
                       ON CONFLICT (writer) DO UPDATE SET status = excluded.status, rejected = excluded.rejected,
                       candidateAuthorization = NULL, candidateCookie = NULL
                     """,
-                    [.text(writer), .integer(Int64(status)), .text(iso8601Now()), .text(request.requestID), .text(rejected)])
+                    [
+                        .text(writer), .integer(Int64(status)), .text(iso8601Now()), .text(request.requestID),
+                        .text(rejected),
+                    ])
                 try db.run(
                     #"UPDATE "_mg_queue" SET waitingFor = ? WHERE writer = ? AND waitingFor IS NULL"#,
                     [.text(writer), .text(writer)])
@@ -237,17 +245,19 @@ final class ODataCredentialHolds: Sendable {
 
     /// Marks `rows` (a request and the rest of its changeset) as waiting behind `writer`'s hold (fsynced),
     /// and adds what they touch (`entities`) to the hold's.
-    func wait(_ rows: [QueuedRequest], behind writer: String, entities: Set<String>) throws {
+    func wait(_ rows: [QueuedRequest], behind writer: String, entities: [String: Int64]) throws {
         try pool.write { db in
             try db.execute("PRAGMA synchronous=FULL")
             defer { try? db.execute("PRAGMA synchronous=NORMAL") }
             try db.transaction(.immediate) {
                 for r in rows {
-                    try db.run(#"UPDATE "_mg_queue" SET waitingFor = ? WHERE id = ?"#, [.text(writer), .integer(r.id)])
+                    try db.run(
+                        #"UPDATE "_mg_queue" SET waitingFor = ? WHERE id = ?"#,
+                        [.text(writer), .integer(r.id)])
                 }
             }
         }
-        holds.withLock { $0[writer]?.entities?.formUnion(entities) }
+        holds.withLock { $0[writer]?.entities?.merge(entities) { min($0, $1) } }
     }
 
     /// The requests waiting behind `writer`'s hold, for what they touch.
@@ -258,7 +268,7 @@ final class ODataCredentialHolds: Sendable {
     }
 
     /// What `writer`'s hold touches, computed by `compute` once and kept.
-    func heldEntities(_ writer: String, compute: () throws -> Set<String>) throws -> Set<String> {
+    func heldEntities(_ writer: String, compute: () throws -> [String: Int64]) throws -> [String: Int64] {
         if let known = holds.withLock({ $0[writer]?.entities }) { return known }
         let entities = try compute()
         holds.withLock { $0[writer]?.entities = entities }
@@ -266,7 +276,7 @@ final class ODataCredentialHolds: Sendable {
     }
 
     /// The number of queued requests waiting for credentials.
-    public func waitingCount() -> Int {
+    func waitingCount() -> Int {
         ((try? pool.read { db in
             try db.scalar(#"SELECT COUNT(*) FROM "_mg_queue" WHERE waitingFor IS NOT NULL"#)
         }) ?? nil)?.int ?? 0

@@ -49,7 +49,8 @@ public final class ODataForwarder: Sendable {
         headers += settings.customFields
         var body = request.body
         if !body.isEmpty, ODataRouter.isBatch(request) {
-            body = ODataRequestOptions.strippingOptionHeaders(body, contentType: request.headers["Content-Type"] ?? "")
+            body = ODataRequestOptions.strippingOptionHeaders(
+                body, contentType: request.headers["Content-Type"] ?? "")
         }
         if !body.isEmpty { body = map.toUpstream.apply(body) }
         let upstream = UpstreamRequest(

@@ -41,6 +41,9 @@ extension ODataRequestQueue {
             ?? nil)?.int ?? 0
     }
 
+    /// Number of queued requests waiting for credentials the upstream accepts.
+    public func waitingCount() -> Int { credentials.waitingCount() }
+
     /// `(RequestID, AffectedEntity)` of every ErrorArchive entry that names its entity.
     func archivedEntities() throws -> [(String, String)] {
         try pool.read { db in

@@ -32,8 +32,9 @@ enum ODataKeyReferences {
                 {
                     refs.insert(String(decoding: bytes[start...close], as: UTF8.self))
                 }
-            } else if c == UInt8(ascii: "l"), i + local.count <= n, bytes[i..<(i + local.count)].elementsEqual(local),
-                i == 0 || !isIdentifier(bytes[i - 1])
+            } else if c == UInt8(ascii: "l"), i + local.count <= n,
+                bytes[i..<(i + local.count)].elementsEqual(local),
+                i == 0 || !isLetter(bytes[i - 1])
             {
                 var end = i + local.count
                 while end < n, isTokenByte(bytes[end]) { end += 1 }
@@ -65,6 +66,8 @@ enum ODataKeyReferences {
         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
     }
 
+    private static func isLetter(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) }
+
     private static func isTokenByte(_ b: UInt8) -> Bool { isIdentifier(b) || b == UInt8(ascii: "-") }
 
     // MARK: the index (`_mg_keyref`)
@@ -93,12 +96,15 @@ enum ODataKeyReferences {
     /// preceded by `set`) replaced by `new`; a string local key (`stringKey`) is replaced wherever it
     /// appears. Only the requests the reference index names are read and rewritten (never the whole
     /// queue); the local-to-server key map keeps `old` resolving.
-    static func replaceKey(set: String, old: String, new: String, stringKey: String?, in db: Database) throws {
+    static func replaceKey(set: String, old: String, new: String, stringKey: String?, in db: Database) throws
+    {
         var ids = try referencing(set + old, in: db)
         if let stringKey { ids += try referencing(stringKey, in: db) }
         let serverString = ODataKeyText.unquote(new)
         for id in Set(ids).sorted() {
-            guard let r = try db.query(#"SELECT url, body FROM "_mg_queue" WHERE id = ?"#, [.integer(id)]).first,
+            guard
+                let r = try db.query(#"SELECT url, body FROM "_mg_queue" WHERE id = ?"#, [.integer(id)])
+                    .first,
                 let url = r[0].string
             else { continue }
             var newURL = url.replacingOccurrences(of: set + old, with: set + new)

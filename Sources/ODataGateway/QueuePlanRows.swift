@@ -75,31 +75,35 @@ struct ODataPlanRowReader {
     private func readLinkChange(
         _ segments: [ODataPathSegment], _ body: [(String, RawJSON)]?, into row: inout PlanRow
     ) {
-            guard segments.count >= 3, case .entitySet(let set, let type) = segments[0],
-                case .key(let key) = segments[1]
-            else { return }
-            row.entity = canonical(set, key)
-            var rest = segments.dropFirst(2)
-            if case .links? = rest.first { rest = rest.dropFirst() }
-            guard case .navigation(let navName, _, _, _)? = rest.first,
-                let nav = model.model.navigationProperty(named: navName, in: type)
-            else { return }
-            var targets: [String] = []
-            if let link = body?.first(where: { $0.0 == "@odata.id" || $0.0 == "uri" })?.1.string {
-                targets.append(link)
+        guard segments.count >= 3, case .entitySet(let set, let type) = segments[0],
+            case .key(let key) = segments[1]
+        else { return }
+        row.entity = canonical(set, key)
+        var rest = segments.dropFirst(2)
+        if case .links? = rest.first { rest = rest.dropFirst() }
+        guard case .navigation(let navName, _, _, _)? = rest.first,
+            let nav = model.model.navigationProperty(named: navName, in: type)
+        else { return }
+        var targets: [String] = []
+        if let link = body?.first(where: { $0.0 == "@odata.id" || $0.0 == "uri" })?.1.string {
+            targets.append(link)
+        }
+        if let id = ODataOfflineWriter.queryParameter(row.query, "$id") { targets.append(id) }
+        var linked = targets.compactMap { entity(fromLink: $0) }
+        if case .key(let targetKey)? = rest.dropFirst().first,
+            let layout = model.model.entitySet(named: set).flatMap({
+                model.model.targetEntitySet(from: $0, navigationPath: navName)
+            })
+        {
+            linked.append(canonical(layout.name, targetKey))
+        }
+        for target in linked {
+            if makesDependent(nav, of: type) {
+                row.dependents.insert(target)
+            } else {
+                row.refs.insert(target)
             }
-            if let id = ODataOfflineWriter.queryParameter(row.query, "$id") { targets.append(id) }
-            var linked = targets.compactMap { entity(fromLink: $0) }
-            if case .key(let targetKey)? = rest.dropFirst().first,
-                let layout = model.model.entitySet(named: set).flatMap({
-                    model.model.targetEntitySet(from: $0, navigationPath: navName)
-                })
-            {
-                linked.append(canonical(layout.name, targetKey))
-            }
-            for target in linked {
-                if makesDependent(nav, of: type) { row.dependents.insert(target) } else { row.refs.insert(target) }
-            }
+        }
     }
 
     /// Whether linking an entity through `nav` (of `type`) changes the linked entity: a collection, or a
@@ -107,7 +111,8 @@ struct ODataPlanRowReader {
     private func makesDependent(_ nav: EdmNavigationProperty, of type: String) -> Bool {
         if nav.isCollection { return true }
         let keys = Set(model.model.key(of: type))
-        return !nav.referentialConstraints.isEmpty && nav.referentialConstraints.allSatisfy { keys.contains($0.property) }
+        return !nav.referentialConstraints.isEmpty
+            && nav.referentialConstraints.allSatisfy { keys.contains($0.property) }
     }
 
     /// The links, foreign keys and nested entities of a create or update body.
@@ -121,7 +126,8 @@ struct ODataPlanRowReader {
                 navName = String(name.dropLast("@odata.bind".count))
                 links = value.elements?.compactMap(\.string) ?? value.string.map { [$0] } ?? []
             } else if model.model.navigationProperty(named: name, in: type) != nil {
-                let items = value.elements ?? value["results"]?.elements ?? (value.members != nil ? [value] : [])
+                let items =
+                    value.elements ?? value["results"]?.elements ?? (value.members != nil ? [value] : [])
                 links = items.compactMap { item in
                     item.members?.count == 1 ? item["__metadata"]?["uri"]?.string : nil
                 }
@@ -135,7 +141,9 @@ struct ODataPlanRowReader {
                     row.dependents.insert(target)
                 } else {
                     row.refs.insert(target)
-                    if create { row.parents.append(.init(entity: target, cascade: cascades(from: nav, type))) }
+                    if create {
+                        row.parents.append(.init(entity: target, cascade: cascades(from: nav, type)))
+                    }
                 }
             }
         }
@@ -180,7 +188,8 @@ struct ODataPlanRowReader {
             let nav = record["nav"]?.string.flatMap { model.model.navigationProperty(named: $0, in: type) }
             row.nested.append(
                 .init(
-                    entity: ODataKeyText.canonical(set + key, model: model), cascade: nav?.cascadesOnDelete ?? false))
+                    entity: ODataKeyText.canonical(set + key, model: model),
+                    cascade: nav?.cascadesOnDelete ?? false))
         }
     }
 

@@ -60,7 +60,8 @@ struct PlanRow: Sendable, Equatable {
 
 /// What the planner decided: rows removed, rows that absorb later ones, new changesets.
 struct QueuePlan: Sendable, Equatable {
-    /// A row that absorbs later rows of the same entity: those rows in order and what the row becomes.
+    /// A row that absorbs other rows of the same entity: those rows in order and what the row becomes (a
+    /// delete absorbs the updates before it, which then are not sent; any other row the rows after it).
     struct Merge: Sendable, Equatable {
         var absorbed: [Int64]
         var result: PlanRow.Kind
@@ -98,10 +99,14 @@ struct QueuePlan: Sendable, Equatable {
 /// 3. **Request-queue optimisation** (`enableRequestQueueOptimization`): within one changeset, and among
 ///    requests outside changesets, a create followed by updates becomes one create with the final values,
 ///    updates of one entity merge into the first (a PUT replaces what came before), updates followed by a
-///    delete become the delete, and a create followed by its delete disappear when no other request names
-///    the entity. A later request joins an earlier one only when no request in between (in another
-///    changeset, or unmodifiable, or naming the entity) touches the entity, so order and the upstream's
-///    final state are those of the queue as written.
+///    delete are dropped (the delete, where it is, carries the first update's `If-Match`), and a create
+///    followed by its delete disappear when no other request names the entity. A later request joins an
+///    earlier one only when no request in between touches what it touches (its entity, the entities it
+///    links), so order and the upstream's final state are those of the queue as written.
+///
+/// A delete never moves before another request, and no request moves past a delete or past a request
+/// whose entity is unknown: what a delete takes with it upstream (cascading deletes of entities the queue
+/// does not name) cannot all be known.
 struct ODataQueuePlanner: Sendable {
     var undoLocalCreation = false
     var transactionBuilder = false
@@ -131,7 +136,9 @@ struct ODataQueuePlanner: Sendable {
                     creates[n.entity, default: []].append(i)
                     children[e, default: []].append(n)
                 }
-                for p in r.parents { children[p.entity, default: []].append(.init(entity: e, cascade: p.cascade)) }
+                for p in r.parents {
+                    children[p.entity, default: []].append(.init(entity: e, cascade: p.cascade))
+                }
             }
             for e in r.touched { rowsOf[e, default: []].append(i) }
         }
@@ -182,6 +189,9 @@ struct ODataQueuePlanner: Sendable {
         var members: [Int]
         /// What the rows between the group's start and now (not in it) touch.
         var between: Set<String> = []
+        /// A row between deletes, or touches what the planner cannot name: nothing may move past it (a
+        /// delete's cascading effects upstream are not all known).
+        var blocked = false
         var credentials: String?
         var unmodifiable: Set<String> = []
     }
@@ -193,7 +203,9 @@ struct ODataQueuePlanner: Sendable {
         var original: [Int64: String?] = [:]
         for i in rows.indices {
             original[rows[i].id] = rows[i].changeset
-            if let c = rows[i].changeset, c.hasPrefix("tx:"), !pinnedBuilt.contains(c) { rows[i].changeset = nil }
+            if let c = rows[i].changeset, c.hasPrefix("tx:"), !pinnedBuilt.contains(c) {
+                rows[i].changeset = nil
+            }
         }
         var open: [String: Int] = [:]
         var groups: [Group] = []
@@ -211,17 +223,28 @@ struct ODataQueuePlanner: Sendable {
                 groups[joined!].members.append(i)
                 if r.nonMergeable, let e = r.entity { groups[joined!].unmodifiable.insert(e) }
             }
-            for g in open.values where g != joined { groups[g].between.formUnion(touched) }
+            for g in open.values where g != joined {
+                groups[g].between.formUnion(touched)
+                if r.kind == .delete || r.entity == nil { groups[g].blocked = true }
+            }
         }
         for g in groups where g.members.count > 1 {
             let id = changesetID(g.tid)
             for i in g.members { rows[i].changeset = id }
         }
-        for r in rows where original[r.id] != .some(r.changeset) { plan.changesets[r.id] = .some(r.changeset) }
+        for r in rows where original[r.id] != .some(r.changeset) {
+            plan.changesets[r.id] = .some(r.changeset)
+        }
     }
 
+    /// Whether `r` may join `g` (move to its start): same credentials, nothing between touches what it
+    /// touches, nothing between is a delete, a delete (or a request on an unknown entity) only when nothing
+    /// is between, one unmodifiable request per entity.
     private func canJoin(_ r: PlanRow, _ touched: Set<String>, _ g: Group) -> Bool {
-        guard r.credentials == g.credentials, touched.isDisjoint(with: g.between) else { return false }
+        guard r.credentials == g.credentials, !g.blocked, touched.isDisjoint(with: g.between) else {
+            return false
+        }
+        if r.kind == .delete || r.entity == nil, !g.between.isEmpty { return false }
         if r.nonMergeable, let e = r.entity, g.unmodifiable.contains(e) { return false }
         return true
     }
@@ -232,6 +255,7 @@ struct ODataQueuePlanner: Sendable {
         var index: Int
         var result: PlanRow.Kind
         var absorbed: [Int] = []
+        var members: [Int] { [index] + absorbed }
     }
 
     private struct Slot: Hashable {
@@ -247,6 +271,8 @@ struct ODataQueuePlanner: Sendable {
         }
         var open: [Slot: Accumulator] = [:]
         var slotsOf: [String: Set<Slot>] = [:]
+        /// Per entity, the rows seen so far that touch it.
+        var touchedBy: [String: [Int]] = [:]
         /// Stops the accumulators of `entity` (but the one at `keep`) from absorbing later rows.
         func close(_ entity: String, except keep: Slot? = nil) {
             guard let slots = slotsOf[entity] else { return }
@@ -261,7 +287,21 @@ struct ODataQueuePlanner: Sendable {
             }
             slotsOf[entity] = kept.isEmpty ? nil : kept
         }
+        /// Whether a row after `a`'s first (and not one of its) touches what `r` touches: `r` cannot move.
+        func crossed(_ a: Accumulator, _ r: PlanRow) -> Bool {
+            r.touched.contains { x in
+                (touchedBy[x] ?? []).contains { $0 > a.index && !a.members.contains($0) }
+            }
+        }
         for (i, r) in rows.enumerated() where !plan.removed.contains(r.id) {
+            defer { for x in r.touched { touchedBy[x, default: []].append(i) } }
+            guard r.entity != nil || r.kind != .other else {
+                // Effects the planner cannot name: nothing combines across it.
+                for a in open.values { flush(a, rows, &plan) }
+                open = [:]
+                slotsOf = [:]
+                continue
+            }
             let mergeable =
                 !r.pinned && !r.nonMergeable && r.kind != .other && r.entity != nil
                 && (r.kind == .delete || r.jsonBody)
@@ -273,7 +313,7 @@ struct ODataQueuePlanner: Sendable {
             // Another changeset's accumulators for this entity must not absorb anything past this row.
             close(e, except: slot)
             for x in r.touched where x != e { close(x) }
-            if var a = open[slot], compatible(rows[a.index], r) {
+            if var a = open[slot], compatible(rows[a.index], r), !crossed(a, r) {
                 switch (a.result, r.kind) {
                 case (.create, .update):
                     a.absorbed.append(i)
@@ -281,10 +321,10 @@ struct ODataQueuePlanner: Sendable {
                     continue
                 case (.create, .delete):
                     let create = rows[a.index]
-                    let others = (namedBy[e] ?? []).subtracting(a.absorbed + [a.index, i])
+                    let others = (namedBy[e] ?? []).subtracting(a.members + [i])
                         .filter { !plan.removed.contains(rows[$0].id) }
                     if create.nested.isEmpty, create.dependents.isEmpty, others.isEmpty {
-                        for j in [a.index] + a.absorbed + [i] { plan.removed.insert(rows[j].id) }
+                        for j in a.members + [i] { plan.removed.insert(rows[j].id) }
                         plan.combinedCreates.insert(create.id)
                         open[slot] = nil
                         continue
@@ -295,10 +335,16 @@ struct ODataQueuePlanner: Sendable {
                     open[slot] = a
                     continue
                 case (.update, .delete):
-                    a.absorbed.append(i)
-                    a.result = .delete
-                    open[slot] = a
-                    continue
+                    // The delete stays where it is (what it deletes with it upstream is not all known); the
+                    // updates before it go, when they only changed the entity's own properties.
+                    let updates = a.members.map { rows[$0] }
+                    if updates.allSatisfy({ $0.refs.isEmpty && $0.dependents.isEmpty }) {
+                        for j in a.members { plan.removed.insert(rows[j].id) }
+                        plan.merges[r.id] = QueuePlan.Merge(
+                            absorbed: a.members.map { rows[$0].id }, result: .delete)
+                        open[slot] = nil
+                        continue
+                    }
                 default: break
                 }
                 flush(a, rows, &plan)

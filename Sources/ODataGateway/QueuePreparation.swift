@@ -75,7 +75,8 @@ struct ODataQueuePreparer: ODataServicePart {
                     let raw = Row(columnNames: [], values: (0..<columns).map { s.value($0) })
                     let request = ODataRequestQueue.request(raw)
                     let pinned = raw[22].string != nil || request.waitingFor != nil
-                    let credentials = WriterCredentials(authorization: request.authorization, cookie: raw[23].string)
+                    let credentials = WriterCredentials(
+                        authorization: request.authorization, cookie: raw[23].string)
                     rows.append(reader.row(request, pinned: pinned, credentials: credentials))
                 }
                 outcome.before = rows.count
@@ -124,7 +125,8 @@ struct ODataQueuePreparer: ODataServicePart {
         try ODataRequestQueue.requests("WHERE id = ?", [.integer(id)], in: db).first
     }
 
-    /// Rewrites request `id` as the combination of itself and the requests it absorbs.
+    /// Rewrites request `id` as the combination of itself and the requests it absorbs (later ones, or for a
+    /// delete the updates before it).
     private func combine(_ id: Int64, _ merge: QueuePlan.Merge, _ w: MirrorWriter) throws {
         guard let first = try Self.request(id, w.db) else { return }
         var later: [QueuedRequest] = []
@@ -136,11 +138,16 @@ struct ODataQueuePreparer: ODataServicePart {
         var method = first.method
         var body = first.body
         var contentType = first.contentType
+        var ifMatch = first.ifMatch
         switch merge.result {
         case .delete:
+            // The updates before the delete are not sent: the delete carries the first one's precondition.
             method = "DELETE"
             body = []
             contentType = nil
+            if let earliest = later.min(by: { $0.id < $1.id }), earliest.id < first.id {
+                ifMatch = earliest.ifMatch
+            }
         case .create, .update, .other:
             guard
                 let folded = Self.fold(
@@ -151,8 +158,11 @@ struct ODataQueuePreparer: ODataServicePart {
         }
         let removeAfterUpload = ([first] + later).contains(where: \.removeAfterUpload)
         try w.db.run(
-            #"UPDATE "_mg_queue" SET method = ?, body = ?, contentType = ?, removeAfterUpload = ? WHERE id = ?"#,
-            [.text(method), .blob(body), SQLValue(contentType), .integer(removeAfterUpload ? 1 : 0), .integer(id)])
+            #"UPDATE "_mg_queue" SET method = ?, body = ?, contentType = ?, ifMatch = ?, removeAfterUpload = ? WHERE id = ?"#,
+            [
+                .text(method), .blob(body), SQLValue(contentType), SQLValue(ifMatch),
+                .integer(removeAfterUpload ? 1 : 0), .integer(id),
+            ])
         try ODataKeyReferences.drop(id: id, in: w.db)
         try ODataKeyReferences.index(id: id, url: first.url, body: body, in: w.db)
     }
@@ -162,7 +172,8 @@ struct ODataQueuePreparer: ODataServicePart {
     /// nested entities of what came before stay). V2's `{"d": …}` wrapper of the first body is kept. Nil
     /// when a body is not a JSON object.
     static func fold(
-        _ first: [UInt8], _ later: [(method: String, body: [UInt8])], keys: Set<String>, navigations: Set<String>
+        _ first: [UInt8], _ later: [(method: String, body: [UInt8])], keys: Set<String>,
+        navigations: Set<String>
     ) -> [UInt8]? {
         guard let json = try? RawJSON.parse(first) else { return nil }
         let wrapped = json["d"] != nil && json.members?.count == 1
@@ -173,7 +184,8 @@ struct ODataQueuePreparer: ODataServicePart {
             guard let given = object?.members else { return nil }
             if method == "PUT" {
                 members = members.filter { name, _ in
-                    keys.contains(name) || name == "__metadata" || name.contains("@") || navigations.contains(name)
+                    keys.contains(name) || name == "__metadata" || name.contains("@")
+                        || navigations.contains(name)
                 }
             }
             for (name, value) in given where name != "__metadata" && !name.hasPrefix("@") {

@@ -57,7 +57,9 @@ struct ODataRequestOptions: Sendable, Equatable {
         let marker = Array("offlineodata.".utf8)
         let lowered = body.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }
         guard lowered.count >= marker.count,
-            (0...(lowered.count - marker.count)).contains(where: { lowered[$0..<($0 + marker.count)].elementsEqual(marker) })
+            (0...(lowered.count - marker.count)).contains(where: {
+                lowered[$0..<($0 + marker.count)].elementsEqual(marker)
+            })
         else { return body }
         let type = contentType.lowercased()
         if type.hasPrefix("application/json") {
@@ -74,7 +76,8 @@ struct ODataRequestOptions: Sendable, Equatable {
                 return .object(fields)
             }
             return Array(
-                RawJSON.object(members.map { $0.0 == "requests" ? ($0.0, .array(stripped)) : $0 }).serialized().utf8)
+                RawJSON.object(members.map { $0.0 == "requests" ? ($0.0, .array(stripped)) : $0 })
+                    .serialized().utf8)
         }
         guard let boundary = ODataBatchCodec.boundary(contentType) else { return body }
         return stripMultipart(body, boundary: boundary)
@@ -129,7 +132,8 @@ struct ODataRequestOptions: Sendable, Equatable {
                         text[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-type",
                         text.lowercased().contains("multipart/mixed")
                     {
-                        place = .mimeHeaders(changeset: ODataBatchCodec.boundary(String(text[text.index(after: colon)...])))
+                        place = .mimeHeaders(
+                            changeset: ODataBatchCodec.boundary(String(text[text.index(after: colon)...])))
                     }
                 case .requestLine:
                     if !text.isEmpty { place = .requestHeaders }

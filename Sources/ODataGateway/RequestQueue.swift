@@ -147,12 +147,14 @@ public final class ODataRequestQueue: Sendable {
                 )
                 for r in rows {
                     guard let id = r[0].int64 else { continue }
-                    try ODataKeyReferences.index(id: id, url: r[1].string ?? "", body: r[2].bytes ?? [], in: db)
+                    try ODataKeyReferences.index(
+                        id: id, url: r[1].string ?? "", body: r[2].bytes ?? [], in: db)
                     // Credentials were kept only with `uploadCredentials: client`: the writer they name.
                     if r[3].string != nil || r[4].string != nil {
                         let writer = ODataWriterIdentity.of(
                             WriterCredentials(authorization: r[3].string, cookie: r[4].string))
-                        try db.run(#"UPDATE "_mg_queue" SET writer = ? WHERE id = ?"#, [.text(writer), .integer(id)])
+                        try db.run(
+                            #"UPDATE "_mg_queue" SET writer = ? WHERE id = ?"#, [.text(writer), .integer(id)])
                     }
                 }
             },
@@ -197,7 +199,8 @@ public final class ODataRequestQueue: Sendable {
                 for request in requests {
                     // Behind its writer's requests that wait for credentials (also when the hold began after
                     // the writer looked).
-                    let waiting = request.waitingFor ?? (credentials.isHeld(request.writer) ? request.writer : nil)
+                    let waiting =
+                        request.waitingFor ?? (credentials.isHeld(request.writer) ? request.writer : nil)
                     try db.run(
                         """
                         INSERT INTO "_mg_queue" (entitySet, method, url, body, contentType, authorization, ifMatch,
@@ -212,11 +215,14 @@ public final class ODataRequestQueue: Sendable {
                             SQLValue(request.ifMatch),
                             SQLValue(request.localKey), .text(request.gatewayRoot), .text(request.requestID),
                             .text(request.firstSent), .text(iso8601Now()), SQLValue(request.changeset),
-                            SQLValue(request.contentID), SQLValue(request.nested), SQLValue(request.transactionID),
-                            .integer(request.nonMergeable ? 1 : 0), .integer(request.removeAfterUpload ? 1 : 0),
+                            SQLValue(request.contentID), SQLValue(request.nested),
+                            SQLValue(request.transactionID),
+                            .integer(request.nonMergeable ? 1 : 0),
+                            .integer(request.removeAfterUpload ? 1 : 0),
                             SQLValue(request.writer), SQLValue(waiting),
                         ])
-                    try ODataKeyReferences.index(id: db.lastInsertRowID, url: request.url, body: request.body, in: db)
+                    try ODataKeyReferences.index(
+                        id: db.lastInsertRowID, url: request.url, body: request.body, in: db)
                 }
                 return (requests, r)
             }
@@ -227,7 +233,9 @@ public final class ODataRequestQueue: Sendable {
 
     /// The queued requests (in `db`) that `condition` (constant SQL after `FROM "_mg_queue"`: a `WHERE`,
     /// an order, a limit; user text only in `bindings`) selects.
-    static func requests(_ condition: String, _ bindings: [SQLValue] = [], in db: Database) throws -> [QueuedRequest] {
+    static func requests(_ condition: String, _ bindings: [SQLValue] = [], in db: Database) throws
+        -> [QueuedRequest]
+    {
         try db.query("SELECT " + selectColumns + #" FROM "_mg_queue" "# + condition, bindings).map(request)
     }
 

@@ -40,11 +40,12 @@ extension ODataUploader {
     }
 
     /// Before `request` (and the rest of its changeset) is sent: when its writer's requests wait for
-    /// credentials, or it changes or names an entity a waiting request touches, it waits too (fsynced).
-    /// Returns how many requests were set waiting, nil when it may go.
+    /// credentials, or it changes or names an entity that a waiting request queued before it touches, it
+    /// waits too (fsynced). Returns how many requests were set waiting, nil when it may go.
     func waitIfBehindHold(_ request: QueuedRequest) throws -> Int? {
         guard queue.credentials.any else { return nil }
         let rows = try request.changeset.map { try queue.changeset($0) } ?? [request]
+        let position = rows.map(\.id).min() ?? request.id
         let touched = entities(of: rows)
         var behind: String?
         if let writer = rows.lazy.compactMap(\.writer).first(where: { queue.credentials.isHeld($0) }) {
@@ -52,16 +53,21 @@ extension ODataUploader {
         } else {
             for hold in queue.credentials.all() {
                 let held = try queue.credentials.heldEntities(hold.writer) {
-                    entities(of: try queue.credentials.waiting(behind: hold.writer))
+                    var first: [String: Int64] = [:]
+                    for r in try queue.credentials.waiting(behind: hold.writer) {
+                        for e in entities(of: [r]) where first[e] == nil { first[e] = r.id }
+                    }
+                    return first
                 }
-                if !held.isDisjoint(with: touched) {
+                if touched.contains(where: { (held[$0] ?? .max) < position }) {
                     behind = hold.writer
                     break
                 }
             }
         }
         guard let behind else { return nil }
-        try queue.credentials.wait(rows, behind: behind, entities: touched)
+        try queue.credentials.wait(
+            rows, behind: behind, entities: Dictionary(touched.map { ($0, position) }, uniquingKeysWith: min))
         logger.info(
             "odata upload: request waits behind a writer waiting for credentials",
             metadata: ["service": "\(settings.name)", "requests": "\(rows.count)"])

@@ -154,7 +154,8 @@ final class ODataUploader: ODataServicePart {
             }
         } catch {
             logger.error(
-                "odata upload: cannot prepare the queue", metadata: ["service": "\(settings.name)", "error": "\(error)"])
+                "odata upload: cannot prepare the queue",
+                metadata: ["service": "\(settings.name)", "error": "\(error)"])
             stats.interrupted = true
             return stats
         }
@@ -260,7 +261,9 @@ final class ODataUploader: ODataServicePart {
     /// The queued requests of changeset `id` (starting with `first`) as one multipart `$batch` changeset.
     /// Repeatability: the first request's ID and First-Sent, OASIS headers on each request of the
     /// changeset (a `$batch` carrying them must be rejected), SAP headers on the `$batch` request.
-    func changesetUnit(_ first: QueuedRequest, _ id: String, credentials: WriterCredentials? = nil) -> UploadUnit {
+    func changesetUnit(_ first: QueuedRequest, _ id: String, credentials: WriterCredentials? = nil)
+        -> UploadUnit
+    {
         var rows = (try? queue.changeset(id)).flatMap { $0.isEmpty ? nil : $0 } ?? [first]
         if version == .v2 {
             // V2 (SAP Gateway) resolves no `$N` references: a request that needs the key of an entity created

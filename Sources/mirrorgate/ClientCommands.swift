@@ -83,7 +83,8 @@ enum StatusTable {
         if !services.keys.isEmpty {
             var r = [
                 [
-                    "SERVICE", "REACHABLE", "PENDING", "HELD", "WAITING", "IN DOUBT", "ERROR ARCHIVE", "LAST UPLOAD",
+                    "SERVICE", "REACHABLE", "PENDING", "HELD", "WAITING", "IN DOUBT", "ERROR ARCHIVE",
+                    "LAST UPLOAD",
                     "LAST DOWNLOAD", "LAST ERROR",
                 ]
             ]
@@ -104,7 +105,8 @@ enum StatusTable {
                                 : "a newer request from this writer with valid credentials releases them"))
                 }
                 if let last = s["lastUpload"], last != .null,
-                    let before = last["requestsBefore"]?.intValue, let after = last["requestsAfter"]?.intValue,
+                    let before = last["requestsBefore"]?.intValue,
+                    let after = last["requestsAfter"]?.intValue,
                     before != after
                 {
                     why.append("\(name): last upload prepared \(before) queued requests into \(after)")

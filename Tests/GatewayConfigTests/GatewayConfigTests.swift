@@ -638,7 +638,8 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
     @Test func requestQueueOptionsAreSupported() throws {
         let defaults = try parse("odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n")
         let d = try #require(defaults.odata.services["s"])
-        #expect(!d.enableRequestQueueOptimization && !d.enableUndoLocalCreation && !d.enableTransactionBuilder)
+        #expect(
+            !d.enableRequestQueueOptimization && !d.enableUndoLocalCreation && !d.enableTransactionBuilder)
         let c = try parse(
             "odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n"
                 + "      enableRequestQueueOptimization: true\n      enableUndoLocalCreation: true\n"

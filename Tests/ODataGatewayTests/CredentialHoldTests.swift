@@ -20,7 +20,9 @@ private func makeService(dir: String? = nil) throws -> (ODataService, String) {
         data: ["Customers": #"{"value":[{"CustomerID":"ALFKI","Name":"Alfreds"}]}"#], dir: dir)
 }
 
-private func write(_ service: ODataService, _ auth: String, _ method: String, _ target: String, _ body: String) {
+private func write(
+    _ service: ODataService, _ auth: String, _ method: String, _ target: String, _ body: String
+) {
     let r = service.writer.response(
         to: HTTPRequest(
             method: method, target: "/odata/s/" + target,
@@ -46,7 +48,9 @@ private func waiting(_ service: ODataService) throws -> [String?] {
     let created = try #require(try service.queue.first())
     write(service, basic("bob", "b"), "PATCH", "Customers('ALFKI')", #"{"Name":"by bob"}"#)
     write(service, alice, "PATCH", "Customers('ALFKI')", #"{"Name":"by alice too"}"#)
-    write(service, basic("bob", "b"), "PATCH", "Customers\(created.localKey!)", #"{"Name":"bob edits alice's"}"#)
+    write(
+        service, basic("bob", "b"), "PATCH", "Customers\(created.localKey!)", #"{"Name":"bob edits alice's"}"#
+    )
 
     // The upstream refuses alice's credentials: her requests wait, nothing is archived.
     let unit = service.uploader.singleUnit(created)
@@ -77,11 +81,17 @@ private func waiting(_ service: ODataService) throws -> [String?] {
                     isService: false)
             ).utf8))
     let entries = listed["value"]?.arrayValue ?? []
-    #expect(entries.map { $0["WaitingFor"] } == [.string("credentials"), .null, .string("credentials"), .string("credentials")])
+    #expect(
+        entries.map { $0["WaitingFor"] } == [
+            .string("credentials"), .null, .string("credentials"), .string("credentials"),
+        ])
     #expect(entries.first?["WaitingStatus"] == .int(401))
-    #expect(!bodyText(reopened.archive.response(
-        request, path: "RequestQueue", serviceRoot: "http://gw/", entityRoot: "http://gw/", isService: false)
-    ).contains("expired"))
+    #expect(
+        !bodyText(
+            reopened.archive.response(
+                request, path: "RequestQueue", serviceRoot: "http://gw/", entityRoot: "http://gw/",
+                isService: false)
+        ).contains("expired"))
 
     // Newer credentials of alice (any request of hers) are tried on her oldest waiting request.
     let fresh = basic("alice", "renewed")
@@ -95,9 +105,13 @@ private func waiting(_ service: ODataService) throws -> [String?] {
     #expect(service.queue.credentials.retryableHolds().isEmpty && service.queue.archivedCount() == 0)
     // The refused ones are not offered again; newer ones (from any request of hers, a read too) are, and
     // once accepted every request of alice takes them and everything waiting behind her is released.
-    #expect(try !service.queue.credentials.offerCredentials(WriterCredentials(authorization: fresh), writer: "basic:alice"))
+    #expect(
+        try !service.queue.credentials.offerCredentials(
+            WriterCredentials(authorization: fresh), writer: "basic:alice"))
     let fresher = basic("alice", "renewed again")
-    #expect(try service.queue.credentials.offerCredentials(WriterCredentials(authorization: fresher), writer: "basic:alice"))
+    #expect(
+        try service.queue.credentials.offerCredentials(
+            WriterCredentials(authorization: fresher), writer: "basic:alice"))
     let again = try #require(try service.uploader.nextToSend())
     #expect(again.0.id == created.id && again.1?.authorization == fresher)
     let acceptedUnit = service.uploader.singleUnit(again.0, credentials: again.1)
@@ -105,7 +119,9 @@ private func waiting(_ service: ODataService) throws -> [String?] {
     #expect(!service.queue.credentials.any)
     #expect(try waiting(service).allSatisfy { $0 == nil })
     let auths = try service.mirror.pool.read { db in
-        try db.query(#"SELECT authorization FROM "_mg_queue" WHERE writer = 'basic:alice'"#).map { $0[0].string }
+        try db.query(#"SELECT authorization FROM "_mg_queue" WHERE writer = 'basic:alice'"#).map {
+            $0[0].string
+        }
     }
     #expect(auths.count == 3 && auths.allSatisfy { $0 == fresher })
 }

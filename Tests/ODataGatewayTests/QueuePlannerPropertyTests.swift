@@ -92,7 +92,9 @@ private struct Upstream: Equatable {
 
 /// A random queue of at most `length` requests over a few server entities and the ones it creates.
 private func generate(_ rng: inout SplitMix64, length: Int) -> [SimRequest] {
-    var exists: [String: (parent: String?, cascade: Bool)] = ["S|ID=1": (nil, false), "S|ID=2": (nil, false), "S|ID=3": (nil, false)]
+    var exists: [String: (parent: String?, cascade: Bool)] = [
+        "S|ID=1": (nil, false), "S|ID=2": (nil, false), "S|ID=3": (nil, false),
+    ]
     var local = Set<String>()
     var next = 10
     var out: [SimRequest] = []
@@ -132,7 +134,8 @@ private func generate(_ rng: inout SplitMix64, length: Int) -> [SimRequest] {
                 r.row.refs.insert(p)
                 r.row.parents.append(.init(entity: p, cascade: cascade))
             }
-            if let x = names.filter({ !local.contains($0) && $0 != r.parent?.entity }).randomElement(using: &rng),
+            if let x = names.filter({ !local.contains($0) && $0 != r.parent?.entity }).randomElement(
+                using: &rng),
                 Int.random(in: 0..<4, using: &rng) == 0
             {
                 let cascade = Bool.random(using: &rng)
@@ -163,7 +166,8 @@ private func generate(_ rng: inout SplitMix64, length: Int) -> [SimRequest] {
             guard names.count >= 2 else { continue }
             let e = names.randomElement(using: &rng)!
             let target = names.filter { $0 != e }.randomElement(using: &rng)!
-            r = SimRequest(row: PlanRow(id: 0, kind: .other, entity: e, refs: [target]), method: "LINK", body: [])
+            r = SimRequest(
+                row: PlanRow(id: 0, kind: .other, entity: e, refs: [target]), method: "LINK", body: [])
             r.link = target
         }
         r.row.id = Int64(out.count + 1)
@@ -181,7 +185,8 @@ private func generate(_ rng: inout SplitMix64, length: Int) -> [SimRequest] {
 
 /// The requests as the upload sends them after `plan`: (method, request, body), units in the order of their
 /// first request.
-private func sent(_ requests: [SimRequest], _ plan: QueuePlan) -> [(String, SimRequest, [UInt8], unit: Int64)] {
+private func sent(_ requests: [SimRequest], _ plan: QueuePlan) -> [(String, SimRequest, [UInt8], unit: Int64)]
+{
     let byID = Dictionary(uniqueKeysWithValues: requests.map { ($0.row.id, $0) })
     var unitOf: [Int64: Int64] = [:]
     var firstOf: [String: Int64] = [:]
@@ -211,11 +216,26 @@ private func sent(_ requests: [SimRequest], _ plan: QueuePlan) -> [(String, SimR
     }
 }
 
-private func run(_ requests: [SimRequest], _ sequence: [(String, SimRequest, [UInt8], unit: Int64)]) -> Upstream {
+private func run(_ requests: [SimRequest], _ sequence: [(String, SimRequest, [UInt8], unit: Int64)])
+    -> Upstream
+{
     var upstream = Upstream()
     for id in 1...3 { upstream.entities["S|ID=\(id)"] = .init(props: ["ID": "\(id)"]) }
     for (method, r, body, _) in sequence { upstream.apply(method, r, body: body) }
     return upstream
+}
+
+private func describe(_ r: SimRequest) -> String {
+    var parts = ["\(r.row.id) \(r.method) \(r.row.entity ?? "")"]
+    if let c = r.row.changeset { parts.append("cs=\(c)") }
+    if let t = r.row.transactionID { parts.append("tx=\(t)") }
+    if r.row.nonMergeable { parts.append("nm") }
+    if r.row.pinned { parts.append("pinned") }
+    if let w = r.row.credentials { parts.append("by=\(w)") }
+    if let p = r.parent { parts.append("parent=\(p.entity)\(p.cascade ? "!" : "")") }
+    for t in r.takes { parts.append("takes=\(t.entity)\(t.cascade ? "!" : "")") }
+    if let l = r.link { parts.append("link=\(l)") }
+    return parts.joined(separator: " ")
 }
 
 @Test func queuePlanningKeepsOrderAndTheUpstreamsFinalState() {
@@ -229,7 +249,8 @@ private func run(_ requests: [SimRequest], _ sequence: [(String, SimRequest, [UI
         let expected = run(requests, written)
         let flags = (round % 8)
         let planner = ODataQueuePlanner(
-            undoLocalCreation: flags & 1 != 0, transactionBuilder: flags & 2 != 0, optimization: flags & 4 != 0)
+            undoLocalCreation: flags & 1 != 0, transactionBuilder: flags & 2 != 0,
+            optimization: flags & 4 != 0)
         var counter = 0
         let plan = planner.plan(requests.map(\.row)) { tid in
             counter += 1
@@ -238,7 +259,10 @@ private func run(_ requests: [SimRequest], _ sequence: [(String, SimRequest, [UI
         let sequence = sent(requests, plan)
         let got = run(requests, sequence)
         #expect(expected.failures == 0, "round \(round): the generator wrote an invalid queue")
-        #expect(got == expected, "round \(round) flags \(flags): \(requests.map { "\($0.row.id) \($0.method) \($0.row.entity ?? "")" }) → \(sequence.map { "\($0.1.row.id) \($0.0)" })")
+        #expect(
+            got == expected,
+            "round \(round) flags \(flags): \(requests.map(describe)) → \(sequence.map { "\($0.1.row.id) \($0.0)" })"
+        )
         // Nothing pinned is changed, removed or moved into another changeset.
         for r in requests where r.row.pinned {
             #expect(!plan.removed.contains(r.row.id) && plan.merges[r.row.id] == nil)
