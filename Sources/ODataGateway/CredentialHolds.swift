@@ -233,6 +233,16 @@ final class ODataCredentialHolds: Sendable {
         _ = holds.withLock { $0.removeValue(forKey: writer) }
     }
 
+    /// Ends every hold (the service's own credentials are used now: `uploadCredentials: service`).
+    func dropAll() throws {
+        guard any else { return }
+        try pool.write { db in
+            try db.run(#"UPDATE "_mg_queue" SET waitingFor = NULL WHERE waitingFor IS NOT NULL"#)
+            try db.run(#"DELETE FROM "_mg_credhold""#)
+        }
+        holds.withLock { $0 = [:] }
+    }
+
     /// The oldest request waiting behind `writer`'s hold that is the writer's own.
     func firstWaiting(writer: String) throws -> QueuedRequest? {
         try pool.read { db in

@@ -76,6 +76,8 @@ public final class ODataService: Sendable {
             mirror: mirror, queue: try ODataRequestQueue(pool: mirror.pool), settings: settings,
             mirrorSettings: mirrorSettings, client: client, reachability: forwarder.reachability,
             csrf: ODataCSRF(), logger: logger)
+        // Requests wait for their writers' credentials only while those are what the upload sends.
+        if mirrorSettings.uploadCredentials == .service { try context.queue.credentials.dropAll() }
         let reader = ODataLocalReader(
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
