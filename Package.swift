@@ -53,7 +53,13 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(
+            name: "Storage",
+            dependencies: [
+                "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
         // Relaying upstream responses to server responses (shared by both APIs).
         .target(
             name: "Proxying",

@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # libxml2: FoundationXML (OData $metadata) loads it at start; a minimal Debian may lack it.
 PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2 pkg-config)
-TEST_PACKAGES=(python3-venv man-db groff-base bsdextrautils zsh fish systemd)
+TEST_PACKAGES=(python3-venv sqlite3 man-db groff-base bsdextrautils zsh fish systemd)
 BENCH_PACKAGES=(nginx wrk)
 BENCH=0
 for arg in "$@"; do

@@ -170,13 +170,19 @@ public struct AlgoliaConfig: Sendable, Equatable {
     public var unavailableStatus: Int
     public var indices: [String: AlgoliaIndexConfig]
     public var offlineIndices: [String: OfflineIndexConfig]
+    /// Encrypts every Algolia store — mirrors and offline indices (`search.sqlite`) and the gateway's state
+    /// (`state.sqlite`: remembered key hashes, sync checkpoints and staged records) — with a key derived
+    /// from this secret; `nil` stores them unencrypted. Never log it.
+    public var storeEncryptionKey: String?
 
     public init(
         appId: String? = nil, apiKey: String? = nil, hosts: [AlgoliaHost]? = nil,
         connectTimeout: Duration = .seconds(1), timeout: Duration = .milliseconds(2500),
         writeTimeout: Duration = .seconds(25), unavailableStatus: Int = 424,
-        indices: [String: AlgoliaIndexConfig] = [:], offlineIndices: [String: OfflineIndexConfig] = [:]
+        indices: [String: AlgoliaIndexConfig] = [:], offlineIndices: [String: OfflineIndexConfig] = [:],
+        storeEncryptionKey: String? = nil
     ) {
+        self.storeEncryptionKey = storeEncryptionKey
         self.appId = appId
         self.apiKey = apiKey
         self.hosts = hosts
@@ -407,6 +413,8 @@ public struct ODataServiceConfig: Sendable, Equatable {
     public var enableUndoLocalCreation: Bool
     public var enableTransactionBuilder: Bool
     public var enableIndividualErrorArchiveDeletion: Bool
+    /// Encrypts this service's store (`odata-NAME.sqlite`: mirror, request queue, error archive, queued
+    /// credentials) with a key derived from this secret; `nil` stores it unencrypted. Never log it.
     public var storeEncryptionKey: String?
     public var policy: String
     public var bootstrap: ODataBootstrap?

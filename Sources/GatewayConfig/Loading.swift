@@ -5,9 +5,10 @@ extension MirrorgateConfiguration {
     /// Keys that parse but belong to features this version does not implement: dotted key pattern
     /// (`*` matches one name) → reason. Present with a non-default value, they are rejected with
     /// `<key>: not supported in this version (<reason>)`. Lift a feature by deleting its line.
+    /// The shortest `storeEncryptionKey` accepted.
+    public static let minimumSecretLength = 8
+
     public static let unsupportedKeys: [String: String] = [
-        "odata.services.*.storeEncryptionKey":
-            "the local store is not encrypted; remove the key rather than believe it is",
         "policies.*.window": "sync windows are not implemented",
         "policies.*.maxRunDuration": "run budgets are not implemented",
     ]

@@ -179,6 +179,27 @@ final class ConfigReader {
         }
     }
 
+    /// A secret (`storeEncryptionKey`): absent or null for none; an empty or short value is an error, never
+    /// silently "no encryption" (an unset `${VAR:-}` must not turn encryption off).
+    func secret(_ m: Fields, _ key: String) -> String? {
+        let path = m.path.child(key)
+        guard let node = m.take(key), !(node.isNull && !node.interpolated) else { return nil }
+        guard let s = scalarText(path, node, expected: "a string") else { return nil }
+        guard !s.isEmpty else {
+            fail(path, node, "is empty: give a secret, or write null to store data unencrypted")
+            return nil
+        }
+        guard s.count >= MirrorgateConfiguration.minimumSecretLength else {
+            fail(
+                path, node,
+                "must be at least \(MirrorgateConfiguration.minimumSecretLength) characters (a long random "
+                    + "secret: it alone stands between a copied data directory and its data)")
+            return nil
+        }
+        gate(path, node, changed: true)
+        return s
+    }
+
     func enumeration<E: RawRepresentable & CaseIterable & Equatable>(_ m: Fields, _ key: String, _ def: E)
         -> E
     where E.RawValue == String {

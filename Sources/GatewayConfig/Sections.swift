@@ -140,11 +140,12 @@ extension ConfigReader {
             offline[e.key] = readOfflineIndex(e.key, Fields(self, offlineFields.path.child(e.key), e.value))
         }
         offlineFields.finish()
+        let storeEncryptionKey = secret(m, "storeEncryptionKey")
         m.finish()
         return AlgoliaConfig(
             appId: appId, apiKey: apiKey, hosts: hosts, connectTimeout: connectTimeout, timeout: timeout,
             writeTimeout: writeTimeout, unavailableStatus: unavailableStatus, indices: indices,
-            offlineIndices: offline)
+            offlineIndices: offline, storeEncryptionKey: storeEncryptionKey)
     }
 
     func readHosts(_ path: ConfPath, _ node: YNode) -> [AlgoliaHost]? {
@@ -355,7 +356,7 @@ extension ConfigReader {
         let transactionBuilder = bool(m, "enableTransactionBuilder", d.enableTransactionBuilder)
         let errorArchiveDeletion = bool(
             m, "enableIndividualErrorArchiveDeletion", d.enableIndividualErrorArchiveDeletion)
-        let storeEncryptionKey = optionalString(m, "storeEncryptionKey", d.storeEncryptionKey)
+        let storeEncryptionKey = secret(m, "storeEncryptionKey")
         let policy = string(m, "policy", d.policy)
         let bootstrap = readODataBootstrap(m)
         m.finish()

@@ -27,6 +27,9 @@ struct YNode {
     var kind: Kind
     var line: Int
     var column: Int
+    /// `true` when `${…}` interpolation changed the scalar's text (an empty result is then not a YAML null
+    /// to keys that must tell the two apart, such as secrets).
+    var interpolated = false
 
     /// A plain `null`, `~`, `Null`, `NULL` or empty scalar.
     var isNull: Bool {
@@ -112,7 +115,9 @@ struct TreeBuilder {
             if plain, node.tag.description == Tag.Name.str.rawValue {
                 if case .string = YNode.resolvePlain(raw) {} else { plain = false }
             }
-            return YNode(kind: .scalar(text, plain: plain), line: line, column: column)
+            var built = YNode(kind: .scalar(text, plain: plain), line: line, column: column)
+            built.interpolated = text != raw
+            return built
         case .sequence(let seq):
             var items: [YNode] = []
             for (i, child) in seq.enumerated() { items.append(build(child, path: path.item(i))) }

@@ -31,12 +31,28 @@ public final class Gateway: Sendable {
     let store: IndexStore?
     let state: DatabasePool
     let logger: Logger
+    /// Held while the gateway runs: `mirrorgate rekey` does not rewrite stores under it.
+    let dataDirLock: DataDirectoryLock
 
-    /// Starts serving. Creates `dataDir` (mode 0700) if needed.
+    /// Starts serving. Creates `dataDir` (mode 0700) if needed; opens the stores with their configured
+    /// encryption (a wrong key, or a store encrypted or not against the configuration, stops the start).
     public init(configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate")) throws {
         self.configuration = configuration
         self.logger = logger
         try Self.prepareDataDir(configuration.dataDir)
+        do {
+            dataDirLock = try DataDirectoryLock(directory: configuration.dataDir, exclusive: false)
+        } catch {
+            throw GatewayStartError(description: "\(error)")
+        }
+        let layout: StoreLayout
+        do {
+            layout = try StoreLayout(configuration: configuration)
+            try layout.verifyKeys()
+        } catch {
+            throw GatewayStartError(
+                description: "cannot open the stores in \(configuration.dataDir):\n\(error)")
+        }
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
@@ -52,7 +68,8 @@ public final class Gateway: Sendable {
         for name in configuration.odata.services.keys.sorted() {
             services.append(
                 try ODataAssembly.make(
-                    name: name, configuration: configuration, loop: loop, client: client, pool: odataPool,
+                    name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
+                    client: client, pool: odataPool,
                     events: { events.publish($0, $1) }))
         }
         services.sort { $0.settings.mount.count > $1.settings.mount.count }
@@ -62,8 +79,12 @@ public final class Gateway: Sendable {
             let needsStore =
                 !configuration.algolia.offlineIndices.isEmpty
                 || configuration.algolia.indices.values.contains { $0.mirrored }
-            store = needsStore ? try IndexStore(directory: configuration.dataDir) : nil
-            state = try DatabasePool(path: configuration.dataDir + "/state.sqlite", readers: 1)
+            store =
+                needsStore
+                ? try IndexStore(directory: configuration.dataDir, encryption: layout.search.encryption) : nil
+            state = try DatabasePool(
+                path: layout.state.path, options: DatabaseOptions(encryption: layout.state.encryption),
+                readers: 1)
         } catch {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")

@@ -12,8 +12,8 @@ import Upstream
 enum ODataAssembly {
     /// The service for `name`, its scheduler started.
     static func make(
-        name: String, configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient,
-        pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+        name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
+        client: UpstreamClient, pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
     ) throws -> ODataService {
         let s = configuration.odata.services[name]!
         let version: ODataVersion? =
@@ -35,7 +35,8 @@ enum ODataAssembly {
             bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
             interval: policy?.activeInterval ?? .seconds(3600),
-            databasePath: configuration.dataDir + "/odata-\(name).sqlite")
+            databasePath: store.path)
+        mirror.storeEncryption = store.encryption
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
         mirror.repeatabilityHeaders = s.repeatabilityHeaders
         mirror.upstreamSupportsRepeatability = s.upstreamSupportsRepeatability

@@ -19,9 +19,10 @@ public final class ODataMirror: Sendable {
     public let pool: DatabasePool
     private let current = Mutex<MirrorModel?>(nil)
 
-    /// Opens (creating) the mirror file and loads a stored model if any.
-    public init(path: String) throws {
-        pool = try DatabasePool(path: path, options: DatabaseOptions(synchronous: .normal), readers: 4)
+    /// Opens (creating) the mirror file, encrypted with `encryption` if given, and loads a stored model.
+    public init(path: String, encryption: StoreEncryption? = nil) throws {
+        pool = try DatabasePool(
+            path: path, options: DatabaseOptions(synchronous: .normal, encryption: encryption), readers: 4)
         try Self.migrator.migrate(pool)
         if let bytes = try pool.read({ db in
             try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='metadata'"#)

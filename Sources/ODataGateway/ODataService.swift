@@ -65,7 +65,8 @@ public final class ODataService: Sendable {
         settings: ODataServiceSettings, mirrorSettings: ODataMirrorSettings, loop: CurlLoop,
         client: UpstreamClient, pool: WorkerPool, logger: Logger
     ) throws {
-        let mirror = try ODataMirror(path: mirrorSettings.databasePath)
+        let mirror = try ODataMirror(
+            path: mirrorSettings.databasePath, encryption: mirrorSettings.storeEncryption)
         if mirror.model == nil, let file = mirrorSettings.bootstrapMetadata,
             let bytes = FileManager.default.contents(atPath: file)
         {

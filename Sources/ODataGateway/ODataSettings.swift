@@ -1,6 +1,7 @@
 import GatewayConfig
 import HTTPCore
 import Proxying
+import Storage
 
 /// Settings of one OData service's forwarding (mapped from `odata.services.NAME`).
 public struct ODataServiceSettings: Sendable {
@@ -166,6 +167,8 @@ public struct ODataMirrorSettings: Sendable {
     public var interval: Duration
     /// Path of the mirror file.
     public var databasePath: String
+    /// `storeEncryptionKey`: encrypts the mirror file (mirror, queue, archive, queued credentials).
+    public var storeEncryption: StoreEncryption?
     /// `enableRepeatableRequests`: uploaded modifications carry repeatability headers.
     public var enableRepeatableRequests = true
     /// `repeatabilityHeaders`: OASIS, SAP or both header names.

@@ -17,10 +17,11 @@ public final class IndexStore: Sendable {
     /// The database.
     public let pool: DatabasePool
 
-    /// Opens (creating if needed) `directory/search.sqlite`.
-    public convenience init(directory: String) throws {
+    /// Opens (creating if needed) `directory/search.sqlite`, encrypted with `encryption` if given.
+    public convenience init(directory: String, encryption: StoreEncryption? = nil) throws {
         let path = directory.hasSuffix("/") ? directory + "search.sqlite" : directory + "/search.sqlite"
-        try self.init(pool: DatabasePool(path: path, readers: 2))
+        try self.init(
+            pool: DatabasePool(path: path, options: DatabaseOptions(encryption: encryption), readers: 2))
     }
 
     /// The index registry and versions in `search.sqlite` (each version's records live in a table of its

@@ -23,15 +23,19 @@ public struct DatabaseOptions: Sendable {
     public var busyTimeoutMs: Int32 = 5000
     /// `PRAGMA wal_autocheckpoint` in pages (0 disables automatic checkpoints).
     public var walAutocheckpointPages: Int32 = 1000
+    /// Encrypts the file, its WAL and everything SQLite would write for it (see ``StoreEncryption``);
+    /// `nil` keeps it plaintext. Ignored for in-memory databases.
+    public var encryption: StoreEncryption?
 
     public init(
         readOnly: Bool = false, synchronous: Synchronous = .full, busyTimeoutMs: Int32 = 5000,
-        walAutocheckpointPages: Int32 = 1000
+        walAutocheckpointPages: Int32 = 1000, encryption: StoreEncryption? = nil
     ) {
         self.readOnly = readOnly
         self.synchronous = synchronous
         self.busyTimeoutMs = busyTimeoutMs
         self.walAutocheckpointPages = walAutocheckpointPages
+        self.encryption = encryption
     }
 }
 
@@ -46,7 +50,9 @@ public enum TransactionKind: String, Sendable {
 ///
 /// Promises: a file database is created with mode 0600 (its `-wal` and `-shm` files inherit that mode),
 /// runs in WAL journal mode with `foreign_keys=ON`, the configured busy timeout and `synchronous` level,
-/// and SQLite's defensive mode. Values are always bound, never interpolated into SQL.
+/// and SQLite's defensive mode. Values are always bound, never interpolated into SQL. With
+/// ``DatabaseOptions/encryption`` the file and its WAL are encrypted, temporary data stays in memory, and
+/// a wrong key, a plaintext file or an encrypted file opened without a key is refused before any query.
 public final class Database: @unchecked Sendable {
     /// The path given at open (`:memory:` for an in-memory database).
     public let path: String
@@ -65,12 +71,17 @@ public final class Database: @unchecked Sendable {
 
     enum Role { case primary, poolReader }
 
-    init(path: String, options: DatabaseOptions, role: Role) throws {
+    init(path: String, options: DatabaseOptions, role: Role, uri: Bool = false) throws {
         self.path = path
         self.options = options
         let isMemory = path == ":memory:" || path.isEmpty
-        if !isMemory && !options.readOnly && role == .primary {
-            try Database.createPrivateFile(path)
+        let encryption = isMemory ? nil : options.encryption
+        var isNew = false
+        if let encryption {
+            isNew = try encryption.prepare(path: path, create: !options.readOnly && role == .primary)
+        } else if !isMemory {
+            try Database.refuseEncrypted(path)
+            if !options.readOnly && role == .primary { try Database.createPrivateFile(path) }
         }
         var flags = SQLITE_OPEN_EXRESCODE
         if options.readOnly {
@@ -79,8 +90,9 @@ public final class Database: @unchecked Sendable {
             flags |= SQLITE_OPEN_READWRITE
             if role == .primary { flags |= SQLITE_OPEN_CREATE }
         }
+        if uri { flags |= SQLITE_OPEN_URI }
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let rc = sqlite3_open_v2(path, &db, flags, encryption?.vfsName)
         guard rc == SQLITE_OK, let db else {
             let error = SQLiteError.from(db, code: rc, sql: nil)
             sqlite3_close_v2(db)
@@ -94,7 +106,14 @@ public final class Database: @unchecked Sendable {
             _ = mg_sqlite_db_config_defensive(db, 1)
             sqlite3_busy_timeout(db, options.busyTimeoutMs)
             // Only enum raw values and integers are interpolated here, never caller text.
+            if encryption != nil {
+                // Sorts, temporary tables and statement journals in memory: the VFS writes no other file.
+                try execute("PRAGMA temp_store = MEMORY")
+            }
             try execute("PRAGMA foreign_keys = ON")
+            if encryption != nil && !options.readOnly && role == .primary {
+                try prepareEncryptedFile(isNew: isNew)
+            }
             if !options.readOnly && role == .primary && !isMemory {
                 let mode = try scalar("PRAGMA journal_mode = WAL")?.string?.lowercased()
                 if mode != "wal" {
@@ -111,6 +130,14 @@ public final class Database: @unchecked Sendable {
             if !isMemory && !options.readOnly && role == .primary {
                 Database.restrictMode(path)
             }
+        } catch let error as SQLiteError {
+            close()
+            if let note = encryption?.takeRefusal() {
+                throw SQLiteError(
+                    code: error.code, extendedCode: error.extendedCode, message: "\(error.message): \(note)",
+                    sql: error.sql)
+            }
+            throw error
         } catch {
             close()
             throw error
@@ -118,6 +145,36 @@ public final class Database: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// Before the first write of an encrypted file: the page geometry the VFS needs (28 reserved bytes per
+    /// page for nonce and tag), and a way into WAL mode that writes no rollback journal: a file not yet in
+    /// WAL mode (new, or the copy `VACUUM INTO` made) goes through `journal_mode=MEMORY`, from which SQLite
+    /// switches to WAL with journaling off (the VFS refuses rollback journals, which would hold plaintext).
+    private func prepareEncryptedFile(isNew: Bool) throws {
+        let db = try requireHandle(sql: nil)
+        if isNew {
+            var reserve = Int32(StoreHeader.reserve)
+            let rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
+            guard rc == SQLITE_OK else {
+                throw SQLiteError.from(db, code: rc, sql: "SQLITE_FCNTL_RESERVE_BYTES")
+            }
+            try execute("PRAGMA page_size = \(StoreHeader.pageSize)")
+        }
+        let mode = try scalar("PRAGMA journal_mode")?.string?.lowercased()
+        if mode != "wal" { try execute("PRAGMA journal_mode = MEMORY") }
+    }
+
+    /// Refuses an encrypted store opened without a key, with a message that says so (SQLite would only say
+    /// "file is not a database").
+    private static func refuseEncrypted(_ path: String) throws {
+        if path.hasPrefix("file:") { return }
+        let prefix = try StoreFile.readPrefix(path, count: StoreHeader.magic.count)
+        if prefix == StoreHeader.magic {
+            throw StoreEncryptionError(
+                .encryptedWithoutKey, path: path,
+                "\(path) is an encrypted store: configure its storeEncryptionKey")
+        }
+    }
 
     /// Creates the file with mode 0600 if it does not exist, and tightens an existing one to 0600.
     private static func createPrivateFile(_ path: String) throws {

@@ -14,10 +14,17 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 
     public init(code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil) {
         self.code = code
-        self.extendedCode = extendedCode ?? code
-        self.message = message
+        let ext = extendedCode ?? code
+        self.extendedCode = ext
+        self.message =
+            ext == SQLiteError.authenticationFailure && !message.hasPrefix(SQLiteError.authenticationText)
+            ? "\(SQLiteError.authenticationText): the store file was altered or damaged (\(message))"
+            : message
         self.sql = sql
     }
+
+    private static let authenticationFailure = mg_sqlite_ioerr_data()
+    private static let authenticationText = "an encrypted page failed authentication"
 
     public var description: String {
         var s = "SQLite error \(code)"
@@ -31,6 +38,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
     /// `true` for any `SQLITE_CONSTRAINT` violation.
     public var isConstraintViolation: Bool { code == SQLITE_CONSTRAINT }
+    /// `true` when an encrypted page or WAL frame failed authentication (`SQLITE_IOERR_DATA`).
+    public var isAuthenticationFailure: Bool { extendedCode == SQLiteError.authenticationFailure }
 
     /// The error currently recorded on a connection.
     static func from(_ db: OpaquePointer?, code rc: Int32, sql: String?) -> SQLiteError {

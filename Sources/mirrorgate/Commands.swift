@@ -27,7 +27,7 @@ struct MirrorgateCommand: ParsableCommand {
             SQLite is checkpointed, the exit status is 0.
             """,
         version: mirrorgateVersion,
-        subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self],
+        subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self],
         defaultSubcommand: nil)
 
     /// Runs the command line with the SPEC's exit codes: 0 ok, 1 runtime error, 2 bad usage or config.

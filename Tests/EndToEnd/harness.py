@@ -3,6 +3,10 @@
 The binary is `$MIRRORGATE_BIN`, else `<repo>/.build/release/mirrorgate`. Each gateway gets an
 ephemeral loopback port, its own temporary directory holding `mirrorgate.yaml`, `data/` and
 `stderr.log`, is awaited on `GET /_mirrorgate/health`, and is stopped with SIGTERM.
+
+With `MIRRORGATE_TEST_ENCRYPTION=1` every gateway config gets `TEST_STORE_KEY` as
+`algolia.storeEncryptionKey` and as the `storeEncryptionKey` of each OData service that does not set one
+itself (`null` included), so that the whole suite runs on encrypted stores.
 """
 
 from __future__ import annotations
@@ -20,6 +24,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 START_TIMEOUT = 20.0  # seconds for the gateway to answer /_mirrorgate/health
 STOP_SLACK = 5.0  # seconds beyond shutdownGrace that a SIGTERM may take
+
+
+ENCRYPTION = os.environ.get("MIRRORGATE_TEST_ENCRYPTION") == "1"
+TEST_STORE_KEY = "e2e store key 0123456789"
+
+
+def with_store_keys(config: dict) -> dict:
+    """`config` with the test key on every store that does not name its own (see the module's doc)."""
+    config = json.loads(json.dumps(config))
+    algolia = config.setdefault("algolia", {})
+    algolia.setdefault("storeEncryptionKey", TEST_STORE_KEY)
+    for service in ((config.get("odata") or {}).get("services") or {}).values():
+        if isinstance(service, dict):
+            service.setdefault("storeEncryptionKey", TEST_STORE_KEY)
+    return config
 
 
 def binary() -> Path:
@@ -99,7 +118,7 @@ class Gateway:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
-        self.config = config
+        self.config = with_store_keys(config) if ENCRYPTION else config
         self.config_path = workdir / "mirrorgate.yaml"
         self.stderr_path = workdir / "stderr.log"
         self.stdout_path = workdir / "stdout.log"

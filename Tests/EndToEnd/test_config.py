@@ -89,12 +89,35 @@ def test_unsupported_key_rejected(tmp_path):
             X:
               mount: /odata/x/
               upstream: http://127.0.0.1:9/x/
+              enableTransactionBuilder: true
+        """,
+    )
+    code, out = check(p)
+    assert code == 2, out
+    assert_error_at(out, p, 6, "enableTransactionBuilder", "not supported in this version")
+
+
+def test_store_encryption_keys_are_checked(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        algolia:
+          storeEncryptionKey: ${MG_UNSET_STORE_KEY:-}
+        odata:
+          services:
+            X:
+              mount: /odata/x/
+              upstream: http://127.0.0.1:9/x/
               storeEncryptionKey: "k"
         """,
     )
     code, out = check(p)
     assert code == 2, out
-    assert_error_at(out, p, 6, "storeEncryptionKey", "not supported in this version")
+    assert_error_at(out, p, 2, "algolia.storeEncryptionKey", "is empty")
+    assert_error_at(out, p, 8, "storeEncryptionKey", "at least 8 characters")
+    ok = write(tmp_path, 'odata:\n  services:\n    X:\n      upstream: http://127.0.0.1:9/x/\n      storeEncryptionKey: "long enough"\n')
+    code, out = check(ok)
+    assert code == 0, out
 
 
 def test_bad_duration(tmp_path):

@@ -244,9 +244,9 @@ def test_upload_if_match_and_credentials(gateway_factory, odata_upstream, tmp_pa
         timeout=10,
     )
     assert r.status_code == 204, r.text
-    import sqlite3
+    from store_crypto import open_store
 
-    db = sqlite3.connect(str(tmp_path / "data" / "odata-nw.sqlite"))
+    db = open_store(tmp_path / "data" / "odata-nw.sqlite")
     try:
         stored = db.execute('SELECT authorization FROM "_mg_queue"').fetchall()
         cookies = db.execute('SELECT cookie FROM "_mg_cookie"').fetchall()
@@ -260,7 +260,7 @@ def test_upload_if_match_and_credentials(gateway_factory, odata_upstream, tmp_pa
     try:
         upload(gw)
         wait_status(gw, lambda s: s["pendingRequests"] == 0)
-        db = sqlite3.connect(str(tmp_path / "data" / "odata-nw.sqlite"))
+        db = open_store(tmp_path / "data" / "odata-nw.sqlite")
         try:
             assert db.execute('SELECT COUNT(*) FROM "_mg_cookie"').fetchone() == (0,)  # gone once uploaded
         finally:

@@ -7,17 +7,17 @@ Upstream: odatapy's Northwind V4 (server-generated integer keys for Products).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import requests
 from odata_helpers import JSON_HEADERS
+from store_crypto import open_store
 from test_odata_offline import MOUNT, nw_config, wait_downloaded
 
 
 
 def mirrored_products(db_path) -> dict:
-    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    con = open_store(db_path)
     try:
         return {row[0]: (row[1], row[2]) for row in con.execute('SELECT "ProductID", "ProductName", "UnitPrice" FROM "Products"')}
     finally:

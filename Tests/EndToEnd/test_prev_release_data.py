@@ -16,7 +16,7 @@ from pathlib import Path
 
 import requests
 from fixtures import prev_release
-from harness import free_port, request
+from harness import ENCRYPTION, free_port, request, run_cli, to_yaml, with_store_keys
 from upstreams.odata_northwind import ODataUpstream
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "prev-release"
@@ -48,7 +48,16 @@ def test_previous_release_data_dir_serves_the_same_answers_and_uploads(gateway_f
     dead = f"http://127.0.0.1:{free_port()}"
     odata_port = free_port()
     odata_origin = f"http://127.0.0.1:{odata_port}"
-    gw = gateway_factory(prev_release.config(dead, odata_origin + "/nw.svc/", empty, data))
+    config = prev_release.config(dead, odata_origin + "/nw.svc/", empty, data)
+    if ENCRYPTION:
+        # With MIRRORGATE_TEST_ENCRYPTION the gateway gets keys: the previous release's plaintext stores are
+        # first encrypted as an operator would, with `mirrorgate rekey`, and must give the same answers.
+        keyed = tmp_path / "keyed.yaml"
+        keyed.write_text(to_yaml(with_store_keys(config)))
+        r = run_cli(["rekey", "--config", str(keyed)], timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.count(": encrypted with") == 3, r.stdout
+    gw = gateway_factory(config)
 
     got = prev_release.answers(gw, {gw.origin: "{gateway}", dead: "{upstream}", odata_origin: "{upstream}"})
     assert set(got) == set(expected)

@@ -598,7 +598,7 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
           services:
             s:
               upstream: http://u.example.com/
-              storeEncryptionKey: secret
+              storeEncryptionKey: a long enough secret
               enableRequestQueueOptimization: true
               enableUndoLocalCreation: true
               enableTransactionBuilder: true
@@ -615,7 +615,6 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(
             found.map(\.keyPath) == [
                 "policies.default.window", "policies.default.maxRunDuration",
-                "odata.services.s.storeEncryptionKey",
             ])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
         #expect(found[0].line == 3)
@@ -652,8 +651,32 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         let c = try parse(yaml, unsupported: [:])
         #expect(c.policies["default"]?.window == TimeWindow(startMinute: 1320, endMinute: 360))
         #expect(c.policies["default"]?.maxRunDuration == .seconds(600))
-        #expect(c.odata.services["s"]?.storeEncryptionKey == "secret")
+        #expect(c.odata.services["s"]?.storeEncryptionKey == "a long enough secret")
         #expect(c.odata.services["s"]?.enableTransactionBuilder == true)
+    }
+
+    @Test func storeEncryptionKeysAreSupported() throws {
+        let c = try parse(
+            "algolia:\n  storeEncryptionKey: ${ALGOLIA_STORE_KEY}\nodata:\n  services:\n    s:\n"
+                + "      upstream: http://u.example.com/\n      storeEncryptionKey: odata secret 42\n"
+                + "    t:\n      upstream: http://u.example.com/\n      mount: /t/\n      storeEncryptionKey: null\n",
+            env: ["ALGOLIA_STORE_KEY": "from the environment"])
+        #expect(c.algolia.storeEncryptionKey == "from the environment")
+        #expect(c.odata.services["s"]?.storeEncryptionKey == "odata secret 42")
+        #expect(c.odata.services["t"]?.storeEncryptionKey == nil)
+        #expect(try parse("").algolia.storeEncryptionKey == nil)
+    }
+
+    @Test func anEmptyOrShortStoreEncryptionKeyIsAnErrorNeverNoEncryption() {
+        // An unset `${VAR:-}` gives an empty string: that must not quietly store plaintext.
+        let found = issues(
+            "algolia:\n  storeEncryptionKey: ${UNSET_KEY:-}\nodata:\n  services:\n    s:\n"
+                + "      upstream: http://u.example.com/\n      storeEncryptionKey: short\n")
+        #expect(
+            found.map(\.keyPath) == ["algolia.storeEncryptionKey", "odata.services.s.storeEncryptionKey"])
+        #expect(found[0].message.contains("is empty"))
+        #expect(found[1].message.contains("at least 8 characters"))
+        #expect(!found[1].description.contains("short"))
     }
 
     @Test func tableCanGateAnyKey() {

@@ -9,11 +9,14 @@ or a count, every process started here is stopped at exit. Prints a Markdown sec
     the mirror row + queue row. Anchors, same rounds, interleaved: raw SQLite (Python sqlite3, WAL,
     synchronous=FULL, one ~1 KB row per transaction) and the loopback HTTP floor (wrk, 1 connection,
     `GET /_mirrorgate/health` of the same gateway). Target: p50 <= 1.5 x (raw SQLite p50 + floor p50).
+    Also a second gateway whose store is encrypted (`storeEncryptionKey`): target p50 <= 1.3 x the first;
+    (a') compares the two in alternating 1-second slices (SLICES each), with each one's CPU per write.
 (b) In process: the append (mirror row + queue row, one FULL transaction, through the Storage module) vs
-    raw SQLite C API, the Swift executable in bench/queue (QueueBench). Target: p50 <= 1.5 x raw.
+    raw SQLite C API, the Swift executable in bench/queue (QueueBench). Target: p50 <= 1.5 x raw. Also the
+    append on an encrypted store: target p50 <= 1.3 x the plain append.
 (c) Upload throughput: N queued creates uploaded to the odatapy Northwind upstream (one request at a time,
     a fresh connection each, repeatability headers), against the same N POSTs sent straight to the
-    upstream by Python with a fresh connection each.
+    upstream by Python with a fresh connection each; and from a gateway with an encrypted store.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ DURATION = int(os.environ.get("DURATION", "5"))  # seconds per wrk / raw-SQLite 
 CPU_WRITES = int(os.environ.get("CPU_WRITES", "0"))  # > 0: also the gateway's CPU per acknowledged write
 APPENDS = int(os.environ.get("APPENDS", "1000"))  # transactions per kind per round in (b)
 UPLOADS = int(os.environ.get("UPLOADS", "300"))  # queued creates per round in (c)
+SLICES = int(os.environ.get("SLICES", "12"))  # 1-second slices per gateway in (a'), alternating
 MG_BIN = os.environ["MIRRORGATE_BIN"]
+STORE_KEY = "bench store key 0123"  # storeEncryptionKey of the encrypted variants
 QUEUE_BENCH = os.environ.get("QUEUE_BENCH", str(HERE / ".build" / "release" / "QueueBench"))
 NCPU = os.cpu_count() or 1
 HZ = os.sysconf("SC_CLK_TCK")
@@ -156,11 +161,12 @@ def status(port: int, name: str) -> dict:
 
 
 # -- measurements --------------------------------------------------------------------------------------
-def wrk(url: str, script: Path | None) -> dict:
-    cmd = ["wrk", "-t1", "-c1", f"-d{DURATION}s", "--latency", url]
+def wrk(url: str, script: Path | None, seconds: int | None = None) -> dict:
+    seconds = seconds or DURATION
+    cmd = ["wrk", "-t1", "-c1", f"-d{seconds}s", "--latency", url]
     if script:
         cmd[1:1] = ["-s", str(script)]
-    return wrkout.parse(subprocess.run(cmd, capture_output=True, text=True, timeout=DURATION + 30).stdout)
+    return wrkout.parse(subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout)
 
 
 def raw_sqlite(path: Path) -> dict:
@@ -210,22 +216,27 @@ def main() -> None:
     print(f"work dir {work}; load average before: {os.getloadavg()}", file=sys.stderr)
     (work / "metadata.xml").write_text(METADATA)
     (work / "items.json").write_text('{"value":[{"ID":1,"Name":"a","Category":"tools","Price":1,"Note":""}]}')
-    a_dir = work / "a"
-    a_dir.mkdir()
-    gw, port = start_gateway(a_dir, f"""    bench:
+    def bench_gateway(name: str, extra: str = "") -> tuple[subprocess.Popen, int]:
+        d = work / name
+        d.mkdir()
+        g, p = start_gateway(d, f"""    bench:
       mount: /odata/bench/
       upstream: http://127.0.0.1:{free_port()}/nothing/
       version: v4
-      routing: localFirst
+      routing: localFirst{extra}
       bootstrap:
         metadata: {work / 'metadata.xml'}
         data: {{Items: {work / 'items.json'}}}
 """)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and status(port, "bench").get("entitySets", {}).get("Items") != 1:
-        time.sleep(0.1)
-    st, body = get(port, "/odata/bench/Items", "POST", BODY.encode(), {"Content-Type": "application/json"})
-    assert st == 201, (st, body[:300])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and status(p, "bench").get("entitySets", {}).get("Items") != 1:
+            time.sleep(0.1)
+        st, body = get(p, "/odata/bench/Items", "POST", BODY.encode(), {"Content-Type": "application/json"})
+        assert st == 201, (st, body[:300])
+        return g, p
+
+    gw, port = bench_gateway("a")
+    gw_enc, port_enc = bench_gateway("a-enc", f"\n      storeEncryptionKey: {json.dumps(STORE_KEY)}")
     lua = work / "post.lua"
     lua.write_text(
         'wrk.method = "POST"\nwrk.body = ' + json.dumps(BODY) + "\n"
@@ -235,34 +246,51 @@ def main() -> None:
     print(json.dumps(probe), file=sys.stderr)
     rows_a = []
     for r in range(1, ROUNDS + 1):
-        order = ["sqlite", "floor", "gateway"] if r % 2 else ["gateway", "floor", "sqlite"]
+        order = ["sqlite", "floor", "gateway", "gateway-encrypted"]
+        if r % 2 == 0:
+            order.reverse()
         for target in order:
-            with CPU([gw.pid]) as cpu:
+            with CPU([gw.pid, gw_enc.pid]) as cpu:
                 if target == "sqlite":
                     res = raw_sqlite(work / "raw.sqlite")
                 elif target == "floor":
                     res = wrk(f"http://127.0.0.1:{port}/_mirrorgate/health", None)
-                else:
+                elif target == "gateway":
                     res = wrk(f"http://127.0.0.1:{port}/odata/bench/Items", lua)
+                else:
+                    res = wrk(f"http://127.0.0.1:{port_enc}/odata/bench/Items", lua)
             res.update(round=r, target=target, other=cpu.other)
             rows_a.append(res)
             print(json.dumps(res), file=sys.stderr)
+    # (a') the same two gateways in alternating 1-second slices: a disk shared with other tenants changes
+    # its flush time within seconds, so short alternation compares like with like; and the gateway's own
+    # CPU time per acknowledged write, which the disk does not change.
+    rows_e = []
+    for i in range(2 * SLICES):
+        target, g, p = ("gateway", gw, port) if i % 2 == 0 else ("gateway-encrypted", gw_enc, port_enc)
+        j0 = _pid_jiffies(g.pid)
+        res = wrk(f"http://127.0.0.1:{p}/odata/bench/Items", lua, seconds=1)
+        res.update(slice=i // 2 + 1, target=target, cpuMs=(_pid_jiffies(g.pid) - j0) / HZ * 1000 / max(1, res["requests"]))
+        rows_e.append(res)
     if CPU_WRITES > 0:
         # The gateway's own CPU time per acknowledged write over CPU_WRITES POSTs on one kept-alive
         # connection (utime + stime of its threads): unlike latencies, a busy disk or CPU moves it little.
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        before = _pid_jiffies(gw.pid)
-        for _ in range(CPU_WRITES):
-            c.request("POST", "/odata/bench/Items", body=BODY.encode(), headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            r.read()
-            assert r.status == 201, r.status
-        c.close()
-        print(f"gateway CPU per acknowledged write: {(_pid_jiffies(gw.pid) - before) / HZ / CPU_WRITES * 1e6:.1f} µs"
-              f" ({CPU_WRITES} POSTs, one connection)")
-    pending = status(port, "bench")["pendingRequests"]
-    gw.terminate()
-    gw.wait(timeout=15)
+        # Both gateways, the unencrypted one first.
+        for label, g, p in (("gateway", gw, port), ("gateway with an encrypted store", gw_enc, port_enc)):
+            c = http.client.HTTPConnection("127.0.0.1", p, timeout=60)
+            before = _pid_jiffies(g.pid)
+            for _ in range(CPU_WRITES):
+                c.request("POST", "/odata/bench/Items", body=BODY.encode(), headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                assert r.status == 201, r.status
+            c.close()
+            print(f"{label} CPU per acknowledged write: {(_pid_jiffies(g.pid) - before) / HZ / CPU_WRITES * 1e6:.1f} µs"
+                  f" ({CPU_WRITES} POSTs, one connection)")
+    pending = status(port, "bench")["pendingRequests"] + status(port_enc, "bench")["pendingRequests"]
+    for g in (gw, gw_enc):
+        g.terminate()
+        g.wait(timeout=15)
 
     # (b) in process
     rows_b = []
@@ -288,36 +316,43 @@ def main() -> None:
     if ODataUpstream is not None:
         for r in range(1, ROUNDS + 1):
             up = ODataUpstream(page_size=None, etags=True).start()
-            c_dir = work / f"c{r}"
-            c_dir.mkdir()
-            g2, p2 = start_gateway(c_dir, f"""    nw:
+            body = json.dumps({"ProductName": "bench", "UnitPrice": 1, "Discontinued": False}).encode()
+            ports = {}
+            started = []
+            try:
+                for target, extra in (("gateway", ""), ("gateway-encrypted", f"\n      storeEncryptionKey: {json.dumps(STORE_KEY)}")):
+                    c_dir = work / f"c{r}-{target}"
+                    c_dir.mkdir()
+                    g2, p2 = start_gateway(c_dir, f"""    nw:
       mount: /odata/nw/
       upstream: {up.root}
-      routing: localFirst
+      routing: localFirst{extra}
       definingRequests:
         - {{name: products, query: Products}}
 """)
-            try:
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    s = status(p2, "nw")
-                    if s.get("lastDownloadAt") and s["reachable"] and not s["uploading"] and not s.get("downloading"):
-                        break
-                    time.sleep(0.1)
-                time.sleep(0.3)
-                body = json.dumps({"ProductName": "bench", "UnitPrice": 1, "Discontinued": False}).encode()
-                c = http.client.HTTPConnection("127.0.0.1", p2, timeout=30)
-                for _ in range(UPLOADS):
-                    c.request("POST", "/odata/nw/Products", body=body, headers={"Content-Type": "application/json"})
-                    resp = c.getresponse()
-                    resp.read()
-                    assert resp.status == 201, resp.status
-                c.close()
-                order = ["gateway", "direct"] if r % 2 else ["direct", "gateway"]
+                    started.append(g2)
+                    ports[target] = p2
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        s = status(p2, "nw")
+                        if s.get("lastDownloadAt") and s["reachable"] and not s["uploading"] and not s.get("downloading"):
+                            break
+                        time.sleep(0.1)
+                    time.sleep(0.3)
+                    c = http.client.HTTPConnection("127.0.0.1", p2, timeout=30)
+                    for _ in range(UPLOADS):
+                        c.request("POST", "/odata/nw/Products", body=body, headers={"Content-Type": "application/json"})
+                        resp = c.getresponse()
+                        resp.read()
+                        assert resp.status == 201, resp.status
+                    c.close()
+                order = ["gateway", "direct", "gateway-encrypted"]
+                if r % 2 == 0:
+                    order.reverse()
                 for target in order:
-                    with CPU([g2.pid]) as cpu:
-                        if target == "gateway":
-                            st, out = get(p2, "/_mirrorgate/odata/services/nw/upload?wait=true", "POST", timeout=300)
+                    with CPU([g.pid for g in started]) as cpu:
+                        if target != "direct":
+                            st, out = get(ports[target], "/_mirrorgate/odata/services/nw/upload?wait=true", "POST", timeout=300)
                             res = json.loads(out)
                             assert st == 200 and res["uploaded"] == UPLOADS and res["failed"] == 0, (st, res)
                             secs = res["durationMs"] / 1000
@@ -332,17 +367,18 @@ def main() -> None:
                     rows_c.append(res)
                     print(json.dumps(res), file=sys.stderr)
             finally:
-                g2.terminate()
-                g2.wait(timeout=15)
+                for g2 in started:
+                    g2.terminate()
+                    g2.wait(timeout=15)
                 up.stop()
 
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "Sources", "bench/queue"]).returncode
-    report(rows_a, rows_b, rows_c, pending, commit + ("+dirty" if dirty else ""), probe, other_b)
+    report(rows_a, rows_b, rows_c, rows_e, pending, commit + ("+dirty" if dirty else ""), probe, other_b)
 
 
-def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
+def report(rows_a, rows_b, rows_c, rows_e, pending, commit, probe, other_b) -> None:
     print(f"`bash bench/queue/run.sh` — commit `{commit}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{NCPU} cores, load average at the end {os.getloadavg()[0]:.2f}; {ROUNDS} rounds, order alternating; "
           "`other CPU` = machine busy time not spent in the measured processes (gateway, wrk, QueueBench, this "
@@ -355,7 +391,7 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
     for x in rows_a:
         print(f"| {x['round']} | {x['target']} | {x['perSec']:.0f} | {x['p50']:.3f} | {x['p99']:.3f} | {x['other']:.0f}% |")
     med = {t: {k: statistics.median(x[k] for x in rows_a if x["target"] == t) for k in ("perSec", "p50", "p99")}
-           for t in ("sqlite", "floor", "gateway")}
+           for t in ("sqlite", "floor", "gateway", "gateway-encrypted")}
     anchor = med["sqlite"]["p50"] + med["floor"]["p50"]
     ratio = med["gateway"]["p50"] / anchor
     bad = sum(x.get("non2xx", 0) for x in rows_a)
@@ -364,6 +400,25 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
           f"({med['sqlite']['perSec']:.0f}/s); HTTP floor p50 {med['floor']['p50']:.3f} ms. Ratio gateway p50 / "
           f"(SQLite p50 + floor p50) = {ratio:.2f}** (target ≤ 1.5: {'met' if ratio <= 1.5 else 'NOT met'}); "
           f"non-2xx answers: {bad}; requests queued at the end: {pending}.\n")
+    enc = med["gateway-encrypted"]["p50"] / med["gateway"]["p50"]
+    print(f"Encrypted store (`storeEncryptionKey`) in the 5-second rounds above: gateway p50 "
+          f"{med['gateway-encrypted']['p50']:.3f} ms ({med['gateway-encrypted']['perSec']:.0f}/s) vs "
+          f"{med['gateway']['p50']:.3f} ms unencrypted: {enc:.2f}×.\n")
+    if rows_e:
+        print(f"(a') The same two gateways in {len(rows_e)} alternating 1-second slices (wrk `-t1 -c1`); `CPU ms/write` = "
+              "the gateway process's CPU time per acknowledged write.\n")
+        print("| slice | target | req/s | p50 ms | p99 ms | CPU ms/write |")
+        print("|---|---|---:|---:|---:|---:|")
+        for x in rows_e:
+            print(f"| {x['slice']} | {x['target']} | {x['perSec']:.0f} | {x['p50']:.3f} | {x['p99']:.3f} | {x['cpuMs']:.3f} |")
+        me = {t: {k: statistics.median(x[k] for x in rows_e if x["target"] == t) for k in ("p50", "cpuMs", "perSec")}
+              for t in ("gateway", "gateway-encrypted")}
+        rp = me["gateway-encrypted"]["p50"] / me["gateway"]["p50"]
+        rc = me["gateway-encrypted"]["cpuMs"] / me["gateway"]["cpuMs"]
+        print(f"\n**Encrypted / unencrypted, medians of the slices: p50 {me['gateway-encrypted']['p50']:.3f} / "
+              f"{me['gateway']['p50']:.3f} ms = {rp:.2f}× (target ≤ 1.3: {'met' if rp <= 1.3 else 'NOT met'}); "
+              f"CPU per acknowledged write {me['gateway-encrypted']['cpuMs']:.3f} / {me['gateway']['cpuMs']:.3f} ms "
+              f"= {rc:.2f}×.**\n")
     print(f"Device probe (pwrite 4 KiB + fdatasync, p50 of 300): back to back {probe['backToBack']:.3f} ms, "
           f"with 1 ms between flushes {probe['gap1ms']:.3f} ms.\n")
     if rows_b:
@@ -375,10 +430,14 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
         print("|---|---|---:|---:|---:|")
         for x in rows_b:
             print(f"| {x['round']} | {x['kind']} | {x['perSec']:.0f} | {x['p50ms']:.3f} | {x['p99ms']:.3f} |")
-        mb = {k: statistics.median(x["p50ms"] for x in rows_b if x["kind"] == k) for k in ("raw", "append")}
+        mb = {k: statistics.median(x["p50ms"] for x in rows_b if x["kind"] == k)
+              for k in ("raw", "append", "append-encrypted")}
         rb = mb["append"] / mb["raw"]
+        re = mb["append-encrypted"] / mb["append"]
         print(f"\n**Median p50: append {mb['append']:.3f} ms, raw {mb['raw']:.3f} ms, ratio {rb:.2f}** "
-              f"(target ≤ 1.5: {'met' if rb <= 1.5 else 'NOT met'}).\n")
+              f"(target ≤ 1.5: {'met' if rb <= 1.5 else 'NOT met'}). **Encrypted append p50 "
+              f"{mb['append-encrypted']:.3f} ms: {re:.2f}× the plain append** (target ≤ 1.3: "
+              f"{'met' if re <= 1.3 else 'NOT met'}).\n")
     if rows_c:
         print(f"(c) Upload: {UPLOADS} queued creates per round uploaded to odatapy's in-memory Northwind (Python, "
               "in this driver's process), one request at a time on a fresh connection each; `direct` = the same "
@@ -387,9 +446,12 @@ def report(rows_a, rows_b, rows_c, pending, commit, probe, other_b) -> None:
         print("|---|---|---:|---:|")
         for x in rows_c:
             print(f"| {x['round']} | {x['target']} | {x['perSec']:.0f} | {x['other']:.0f}% |")
-        mc = {t: statistics.median(x["perSec"] for x in rows_c if x["target"] == t) for t in ("gateway", "direct")}
+        mc = {t: statistics.median(x["perSec"] for x in rows_c if x["target"] == t)
+              for t in ("gateway", "direct", "gateway-encrypted")}
         print(f"\n**Median upload {mc['gateway']:.0f} requests/s, direct {mc['direct']:.0f} requests/s "
-              f"(ratio {mc['gateway'] / mc['direct']:.2f}).**")
+              f"(ratio {mc['gateway'] / mc['direct']:.2f}); from an encrypted store {mc['gateway-encrypted']:.0f} "
+              f"requests/s ({mc['gateway'] / mc['gateway-encrypted']:.2f}× the time per request of the unencrypted "
+              "store).**")
 
 
 if __name__ == "__main__":

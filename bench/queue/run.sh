@@ -5,10 +5,10 @@
 # odatapy upstream; (d) the drain rate of a short and a long upload backlog (backlog.py). Loopback only; every
 # run is bounded; started processes are stopped at exit.
 #   bash bench/queue/run.sh
-# Env knobs: ROUNDS (3), DURATION (5, seconds per wrk / raw-SQLite run), APPENDS (1000, transactions per
-#   kind and round in (b)), UPLOADS (300, queued creates per round in (c)), MIRRORGATE_BIN
-#   (.build/release/mirrorgate, built when unset), PYTHON (.e2e-venv/bin/python: needs odatapy for (c)),
-#   BACKLOG (100,10000: backlog sizes of (d), the upload backlog drain, bench/queue/backlog.py).
+# Env knobs: ROUNDS (3), DURATION (5, seconds per wrk / raw-SQLite run), SLICES (12, 1-second slices per
+#   gateway in (a')), APPENDS (1000, transactions per kind and round in (b)), UPLOADS (300, queued creates per
+#   round in (c)), MIRRORGATE_BIN (.build/release/mirrorgate, built when unset), PYTHON (.e2e-venv/bin/python:
+#   needs odatapy for (c)), BACKLOG (100,10000: backlog sizes of (d), the upload backlog drain, backlog.py).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"

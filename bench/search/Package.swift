@@ -1,17 +1,26 @@
 // swift-tools-version:6.1
 // Benchmark package for the search engine. The root package exports no library products, so this
-// package compiles the same sources through symlinks (Sources/JSONCore, SearchEngine, Storage, CSQLite).
+// package compiles the same sources through symlinks (Sources/JSONCore and what it imports, HTTPCore and
+// GatewaySupport; SearchEngine, Storage, CSQLite).
 import PackageDescription
 
 let package = Package(
     name: "search-bench",
     platforms: [.macOS(.v15)],
+    dependencies: [.package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3")],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
-        .target(name: "Storage", dependencies: ["CSQLite"]),
-        .target(name: "JSONCore"),
+        .target(
+            name: "Storage",
+            dependencies: [
+                "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]),
+        .target(name: "GatewaySupport"),
+        .target(name: "HTTPCore", dependencies: ["GatewaySupport"]),
+        .target(name: "JSONCore", dependencies: ["HTTPCore"]),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"]),
-        .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore"]),
+        .executableTarget(name: "SearchBench", dependencies: ["SearchEngine", "JSONCore", "Storage"]),
     ],
     swiftLanguageModes: [.v6]
 )

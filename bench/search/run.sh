@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/search: the engine vs SQLite FTS5 and tantivy 0.27 on the 63,666 Debian records, same run,
-# rounds alternating order. Prints a Markdown summary (also written to out/summary.md).
+# rounds alternating order; and the cost of an encrypted store (algolia.storeEncryptionKey) on writing and
+# reopening the index. Prints a Markdown summary (also written to out/summary.md).
 # Knobs: ROUNDS (3), REPS (repetitions per query, 5), DATA (the .json.gz), NICE (-10: the measured
 # processes of all three engines run at this niceness when allowed, so that other tenants' builds on a
 # shared machine preempt them less; the same for every engine; NICE=0 to disable).
@@ -26,11 +27,18 @@ for r in $(seq 1 "$ROUNDS"); do
     case $e in
       engine)
         run .build/release/SearchBench build out/debian.json queries.json "$REPS" out/store > "out/engine-$r.json"
-        run .build/release/SearchBench restart queries.json out/store > "out/restart-$r.json" ;;
+        run .build/release/SearchBench restart queries.json out/store > "out/restart-$r.json"
+        # Encryption at rest: the same store written and reopened plain and encrypted, order alternating.
+        if [ $((r % 2)) -eq 1 ]; then variants="plain encrypted"; else variants="encrypted plain"; fi
+        for v in $variants; do
+          key=""; [ "$v" = encrypted ] && key="bench-store-key-0123"
+          run env ${key:+MG_BENCH_STORE_KEY="$key"} .build/release/SearchBench copy out/store "out/store-$v" > "out/copy-$v-$r.json"
+          run env ${key:+MG_BENCH_STORE_KEY="$key"} .build/release/SearchBench restart queries.json "out/store-$v" > "out/restart-$v-$r.json"
+        done ;;
       *) run .venv/bin/python anchors.py "$e" out/debian.json queries.json "$REPS" out > "out/$e-$r.json" ;;
     esac
     read -r b1 i1 < <(cpu)
     echo "{\"busyPct\": $(( (b1-b0) * 100 / ( (b1-b0) + (i1-i0) + 1 ) ))}" > "out/cpu-$e-$r.json"
   done
 done
-NICE=$NICE python3 summarize.py out "$ROUNDS" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- ../../Sources/SearchEngine ../../Sources/JSONCore . || echo +dirty)" | tee out/summary.md
+NICE=$NICE python3 summarize.py out "$ROUNDS" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- ../../Sources/SearchEngine ../../Sources/JSONCore ../../Sources/Storage . || echo +dirty)" | tee out/summary.md

@@ -1,6 +1,7 @@
 // The durable append of an offline OData write, in process, against raw SQLite with the same durability.
 //
 //   QueueBench DIR N ROUNDS
+//   QB_ONLY=plain|encrypted QueueBench DIR N ROUNDS     (one kind of append only: for profiling)
 //
 // Per round (order alternating), N transactions of each kind on its own fresh file in DIR, one JSON line
 // per kind and round: {"kind", "round", "n", "perSec", "p50ms", "p99ms"}.
@@ -10,6 +11,8 @@
 //   table like the mirror's: `_json`, `_etag`, `_dr` and typed, indexed property columns) and the queue's
 //   row (the `_mg_queue` schema and insert) in one immediate transaction; as in the gateway, the ~1 KB entity
 //   is written twice (the mirror's `_json` and the queued body).
+// - append-encrypted: the same on a store encrypted as with `storeEncryptionKey` (key derived before the
+//   timed loop, as at the gateway's start).
 import CSQLite
 import Foundation
 import Storage
@@ -85,9 +88,11 @@ func runRaw(_ round: Int) {
     report("raw", round, ms, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
 }
 
-func runAppend(_ round: Int) throws {
+func runAppend(_ round: Int, encrypted: Bool = false) throws {
+    let encryption = encrypted ? try StoreEncryption(secret: "bench store key 0123", label: "bench") : nil
     let pool = try DatabasePool(
-        path: fresh("append.sqlite"), options: DatabaseOptions(synchronous: .normal), readers: 4)
+        path: fresh(encrypted ? "append-encrypted.sqlite" : "append.sqlite"),
+        options: DatabaseOptions(synchronous: .normal, encryption: encryption), readers: 4)
     try pool.write { db in
         try db.execute(
             """
@@ -133,15 +138,23 @@ func runAppend(_ round: Int) throws {
         }
         ms.append(Double(DispatchTime.now().uptimeNanoseconds - a) / 1e6)
     }
-    report("append", round, ms, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    report(
+        encrypted ? "append-encrypted" : "append", round, ms,
+        Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
     pool.close()
 }
 
+if let only = ProcessInfo.processInfo.environment["QB_ONLY"] {
+    for round in 1...rounds { try runAppend(round, encrypted: only == "encrypted") }
+    exit(0)
+}
 for round in 1...rounds {
     if round % 2 == 1 {
         runRaw(round)
         try runAppend(round)
+        try runAppend(round, encrypted: true)
     } else {
+        try runAppend(round, encrypted: true)
         try runAppend(round)
         runRaw(round)
     }
