@@ -98,9 +98,9 @@ extension ODataUploader {
     /// credentials releases the writer's waiting requests with them.
     func credentialVerdict(_ unit: UploadUnit, _ response: UpstreamResponse) -> CredentialVerdict {
         guard mirrorSettings.uploadCredentials == .client else { return .proceed }
-        let given = unit.credentials ?? writerCredentials(unit.writer)
-        let writer = unit.writer.writer ?? ODataWriterIdentity.of(given)
         if response.status == 401 || response.status == 403 {
+            let given = unit.credentials ?? writerCredentials(unit.writer)
+            let writer = unit.writer.writer ?? ODataWriterIdentity.of(given)
             // A definite refusal: nothing of the unit took effect.
             for r in unit.rows { try? queue.markSent(r, false) }
             do {
@@ -118,6 +118,7 @@ extension ODataUploader {
             return .wait
         }
         if let credentials = unit.credentials, ![502, 503, 504, 429].contains(response.status) {
+            let writer = unit.writer.writer ?? ODataWriterIdentity.of(credentials)
             do { try queue.credentials.release(writer: writer, with: credentials) } catch { return .stop }
             logger.info(
                 "odata upload: newer credentials accepted; the writer's waiting requests go on",
