@@ -197,6 +197,18 @@ def one_run(work: Path, n: int) -> dict:
         assert status(port)["pendingRequests"] == n
         st, _, body = call(port, "POST", "/_mirrorgate/odata/services/bench/upload?wait=true", timeout=3600)
         result = json.loads(body)
+        if st == 504:
+            # The gateway answers `?wait=true` within its request timeout (30 s); the upload goes on: wait for
+            # it (bounded) and take its figures from the status's `lastUpload`.
+            deadline = time.monotonic() + 1800
+            while time.monotonic() < deadline:
+                s = status(port)
+                if not s["uploading"] and s["lastUpload"] and s["lastUpload"].get("requestsBefore") == n:
+                    result = s["lastUpload"]
+                    result["remaining"] = s["pendingRequests"]
+                    st = 200
+                    break
+                time.sleep(0.5)
         assert st == 200 and result["uploaded"] == n and result["failed"] == 0 and result["remaining"] == 0, result
         rss_drained = rss_kib(gw.pid)
         time.sleep(3)
