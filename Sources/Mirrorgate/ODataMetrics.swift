@@ -11,7 +11,9 @@ import ODataGateway
 /// (the last upload's queued requests `before` and `after` the queue was prepared), and the gauges
 /// `mirrorgate_odata_queue_length`, `mirrorgate_odata_in_doubt`, `mirrorgate_odata_held`,
 /// `mirrorgate_odata_waiting_for_credentials` and `mirrorgate_odata_error_archive` (`{service}`, read from
-/// the queue whenever `/metrics` is rendered).
+/// the queue whenever `/metrics` is rendered); for downloads `mirrorgate_odata_downloads_total{service,kind}`
+/// (`full`, `delta`, `mixed`) and the gauge `mirrorgate_odata_last_download_entities{service,change}`
+/// (`changed`, `removed`: the last successful download's entities).
 enum ODataMetrics {
     /// Creates the counters of `service` at 0 and counts every finished upload run.
     static func observe(_ service: ODataService, name: String) {
@@ -42,6 +44,25 @@ enum ODataMetrics {
             if stats.requestsBefore > 0 {
                 before.record(stats.requestsBefore)
                 after.record(stats.requestsAfter)
+            }
+        }
+        for kind in ["full", "delta", "mixed"] {
+            CoreMetrics.Counter(
+                label: "mirrorgate_odata_downloads_total", dimensions: [("service", name), ("kind", kind)]
+            ).increment(by: 0)
+        }
+        service.onDownload { result in
+            guard case .success(let stats) = result else { return }
+            CoreMetrics.Counter(
+                label: "mirrorgate_odata_downloads_total",
+                dimensions: [("service", name), ("kind", stats.kind)]
+            ).increment()
+            let figures = stats.json
+            for change in ["changed", "removed"] {
+                Gauge(
+                    label: "mirrorgate_odata_last_download_entities",
+                    dimensions: [("service", name), ("change", change)]
+                ).record(Int(figures[change]?.intValue ?? 0))
             }
         }
         update(service, name: name)

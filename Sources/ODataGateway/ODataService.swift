@@ -167,9 +167,11 @@ public final class ODataService: Sendable {
     }
 
     /// `{reachable, pendingRequests, inFlight, inDoubt, held, waitingForCredentials, credentialHolds,
-    /// errorArchive, uploading, lastUploadAt, lastUpload, lastDownloadAt, nextSyncAt, lastError, downloading,
-    /// version, entitySets}`; `lastUpload` is the last run with something queued: its counts, requests
-    /// before and after the queue was prepared, and what the preparation did.
+    /// errorArchive, uploading, lastUploadAt, lastUpload, lastDownloadAt, lastDownload, nextSyncAt, lastError,
+    /// downloading, version, entitySets}`; `lastUpload` is the last run with something queued: its counts,
+    /// requests before and after the queue was prepared, and what the preparation did; `lastDownload` the
+    /// last successful download since the start: its kind (`full`, `delta`, `mixed`), entities changed and
+    /// removed, local versions kept, duration, and the same per defining request.
     public func status() -> JSON {
         let s = downloader.state.withLock { $0 }
         var o = JSONObject()
@@ -202,6 +204,8 @@ public final class ODataService: Sendable {
             o["lastUpload"] = .null
         }
         o["lastDownloadAt"] = mirror.lastDownloadAt.map(JSON.string) ?? .null
+        // The last successful download of this run: full or delta, entities changed and removed, duration.
+        o["lastDownload"] = s.last?.json ?? .null
         if let next = s.nextSyncAt {
             let f = ISO8601DateFormatter()
             o["nextSyncAt"] = .string(f.string(from: next))

@@ -74,25 +74,6 @@ extension ODataUploader {
         return rows.count
     }
 
-    /// The entities requests change or name (canonical), and the local key tokens they hold.
-    func entities(of rows: [QueuedRequest]) -> Set<String> {
-        var all = Set<String>()
-        let m = mirror.model
-        let reader = m.map { ODataPlanRowReader(model: $0) }
-        for r in rows {
-            if let reader {
-                all.formUnion(reader.row(r, pinned: false, credentials: nil).touched)
-            } else if let e = r.affectedEntity(model: nil) {
-                all.insert(e)
-            }
-            for ref in ODataKeyReferences.extract(url: r.url, body: r.body) {
-                all.insert(ref.contains("(") ? ODataKeyText.canonical(ref, model: m) : ref)
-            }
-            if let key = r.localKey { all.insert(ODataKeyText.canonical(r.entitySet + key, model: m)) }
-        }
-        return all
-    }
-
     /// After the upstream answered `unit`: a `401`/`403` with `uploadCredentials: client` makes the writer's
     /// requests wait (or, for newer credentials tried, drops them); any other definite answer to newer
     /// credentials releases the writer's waiting requests with them.
@@ -125,5 +106,26 @@ extension ODataUploader {
                 metadata: ["service": "\(settings.name)"])
         }
         return .proceed
+    }
+}
+
+extension ODataServicePart {
+    /// The entities requests change or name (canonical), and the local key tokens they hold.
+    func entities(of rows: [QueuedRequest]) -> Set<String> {
+        var all = Set<String>()
+        let m = mirror.model
+        let reader = m.map { ODataPlanRowReader(model: $0) }
+        for r in rows {
+            if let reader {
+                all.formUnion(reader.row(r, pinned: false, credentials: nil).touched)
+            } else if let e = r.affectedEntity(model: nil) {
+                all.insert(e)
+            }
+            for ref in ODataKeyReferences.extract(url: r.url, body: r.body) {
+                all.insert(ref.contains("(") ? ODataKeyText.canonical(ref, model: m) : ref)
+            }
+            if let key = r.localKey { all.insert(ODataKeyText.canonical(r.entitySet + key, model: m)) }
+        }
+        return all
     }
 }

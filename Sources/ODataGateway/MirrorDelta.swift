@@ -1,0 +1,192 @@
+import JSONCore
+import ODataCore
+import Storage
+
+/// The local changes a download must not overwrite, as seen inside its transaction.
+public struct MirrorPendingChanges: Sendable {
+    /// Whether any request is queued (rows written through the gateway then stay, even outside the
+    /// downloaded rows).
+    public var queued: Bool
+    /// The entities queued requests change or name (``ODataKeyText/canonical(_:model:)`` form, `Set|K=v`),
+    /// also those whose requests left the queue while the download ran: their downloaded versions are not
+    /// stored.
+    public var entities: Set<String>
+    /// Of ``entities``, those whose requests left the queue (uploaded, archived, undone) while the
+    /// download ran: the downloaded version may predate or follow the upload, so when one of them is
+    /// passed over the request's delta link is not kept (its next download is a full read).
+    public var settled: Set<String>
+
+    /// Nothing queued.
+    public static let none = MirrorPendingChanges(queued: false, entities: [], settled: [])
+
+    /// Creates the description of what is pending.
+    public init(queued: Bool, entities: Set<String>, settled: Set<String>) {
+        self.queued = queued
+        self.entities = entities
+        self.settled = settled
+    }
+}
+
+/// What one defining request's download did to the mirror.
+public struct MirrorDownloadOutcome: Sendable {
+    /// Entities stored (a full read: every row it brought; a delta: added or changed entities).
+    public var changed = 0
+    /// Entities a delta removed (tombstones applied); nil for a full read.
+    public var removed: Int?
+    /// Downloaded entities passed over because a local change of theirs waits in the queue.
+    public var keptLocal = 0
+    /// Rows stored per entity set.
+    public var stored: [String: Int] = [:]
+    /// Whether a delta link was kept for the next download.
+    public var deltaLinkKept = false
+}
+
+/// An entity a delta says is gone: its set and its key (the `Set(key)` text the upstream named, or the
+/// key properties it sent).
+struct MirrorRemoval: Sendable {
+    var set: String
+    /// `Set(key)` as addressed by the upstream (`@id`, `id`, `__metadata.uri`, or built from key values).
+    var entity: String
+}
+
+extension ODataMirror {
+    /// The delta link stored for defining request `request` when it was last downloaded with `query`.
+    public func deltaLink(request: String, query: String) -> String? {
+        ((try? pool.read { db in
+            try db.scalar(
+                #"SELECT link FROM "_mg_delta" WHERE request = ? AND query = ?"#,
+                [.text(request), .text(query)])
+        }) ?? nil)?.string
+    }
+
+    /// Last in a download's transaction: stores `link` as `request`'s delta link (or forgets it when nil) and
+    /// the time of the download.
+    static func finishDownload(_ db: Database, request: String, query: String, link: String?, at now: String)
+        throws
+    {
+        if let link {
+            try db.run(
+                #"INSERT OR REPLACE INTO "_mg_delta" (request, query, link) VALUES (?, ?, ?)"#,
+                [.text(request), .text(query), .text(link)])
+        } else {
+            try db.run(#"DELETE FROM "_mg_delta" WHERE request = ?"#, [.text(request)])
+        }
+        try db.run(
+            #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#, [.text(now)])
+    }
+
+    /// The canonical name (`Set|K=v`) of a downloaded entity of `set`.
+    static func canonicalName(_ m: MirrorModel, set: String, _ properties: [(String, RawJSON)]) -> String? {
+        guard let layout = m.layouts[set] else { return nil }
+        let keys = m.model.keyProperties(of: layout.entityType)
+        guard !keys.isEmpty else { return nil }
+        return ODataKeyText.canonical(
+            set + ODataKeyText.predicate(properties, keys, version: m.version), model: m)
+    }
+
+    /// The stored rows (JSON, ETag, scope) of the protected entities of `sets`, to be put back after the
+    /// download replaced a request's rows. Canonical names do not read back into keys, so each row of a
+    /// set that holds a protected entity is named from its JSON (only while local changes wait).
+    static func protectedRows(_ db: Database, _ m: MirrorModel, _ entities: Set<String>, sets: Set<String>)
+        throws -> [(layout: MirrorSetLayout, json: String, etag: String?, scope: String)]
+    {
+        var rows: [(layout: MirrorSetLayout, json: String, etag: String?, scope: String)] = []
+        let protectedSets = Set(entities.compactMap { e in e.firstIndex(of: "|").map { String(e[..<$0]) } })
+        for set in sets.intersection(protectedSets).sorted() {
+            guard let layout = m.layouts[set] else { continue }
+            for r in try db.query("SELECT \"_json\", \"_etag\", \"_dr\" FROM \(q(set))") {
+                guard let json = r[0].string, let members = (try? RawJSON.parse(json))?.members,
+                    let name = canonicalName(m, set: set, members), entities.contains(name)
+                else { continue }
+                rows.append((layout, json, r[1].string, r[2].string ?? "local"))
+            }
+        }
+        return rows
+    }
+
+    /// Inside a download's transaction: stores `entities` of `set` for `request` (replacing rows with their
+    /// keys), passing over those with local changes pending in `p`; counts into `outcome`.
+    static func storeDownloaded(
+        _ db: Database, _ m: MirrorModel, request: String, set: String, _ entities: [MirrorEntity],
+        _ p: MirrorPendingChanges, _ outcome: inout MirrorDownloadOutcome, passedSettled: inout Bool
+    ) throws {
+        guard let layout = m.layouts[set] else { return }
+        let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
+        var n = 0
+        for e in entities {
+            if !p.entities.isEmpty, let name = canonicalName(m, set: set, e.properties),
+                p.entities.contains(name)
+            {
+                outcome.keptLocal += 1
+                if p.settled.contains(name) { passedSettled = true }
+                continue
+            }
+            try statement.bind(MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
+            _ = try statement.step()
+            statement.reset()
+            n += 1
+        }
+        outcome.stored[set, default: 0] += n
+        outcome.changed += n
+    }
+
+    /// Applies one delta of defining request `request` (`query`) in one transaction: `changed` entities
+    /// are stored (replacing the rows with their keys, scoped to the request), `removed` ones deleted,
+    /// except entities with a local change still queued (`pending`, evaluated inside the transaction:
+    /// pending local changes win until they are uploaded); then `deltaLink` becomes the request's delta
+    /// link — unless an entity whose request left the queue during the download was passed over, when the
+    /// link is forgotten so that the next download reads the request in full. Applying the same delta
+    /// twice changes nothing more.
+    func applyDelta(
+        request: String, query: String, changed: [String: [MirrorEntity]], removed: [MirrorRemoval],
+        pending: ((Database) throws -> MirrorPendingChanges)?, deltaLink: String?
+    ) throws -> MirrorDownloadOutcome {
+        guard let m = model else { throw MirrorError("no $metadata") }
+        let now = iso8601Now()
+        var outcome = MirrorDownloadOutcome()
+        outcome.removed = 0
+        try pool.write { db in
+            try db.transaction {
+                let p = try pending?(db) ?? .none
+                var passedSettled = false
+                for (set, entities) in changed.sorted(by: { $0.key < $1.key }) {
+                    try Self.storeDownloaded(
+                        db, m, request: request, set: set, entities, p, &outcome,
+                        passedSettled: &passedSettled)
+                }
+                for r in removed {
+                    let name = ODataKeyText.canonical(r.entity, model: m)
+                    if p.entities.contains(name) {
+                        outcome.keptLocal += 1
+                        if p.settled.contains(name) { passedSettled = true }
+                        continue
+                    }
+                    guard let (layout, key) = ODataKeyText.locate(r.entity, model: m) else { continue }
+                    let (whereSQL, values) = m.keyPredicate(key, in: layout)
+                    try db.run("DELETE FROM \(q(layout.set.name)) WHERE \(whereSQL)", values)
+                    outcome.removed! += db.changes
+                }
+                let sets = Set(
+                    try db.query(#"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                        .compactMap { $0[0].string }
+                ).union(changed.keys)
+                for set in sets where m.layouts[set] != nil {
+                    // As after a full read: once nothing is queued, rows written through the gateway give way
+                    // to the server's (an uploaded create came back in this delta under its server key).
+                    if !p.queued { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
+                    let count =
+                        try db.scalar(
+                            "SELECT COUNT(*) FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])?.int ?? 0
+                    try db.run(
+                        #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                        [.text(request), .text(set), .text(query), .integer(Int64(count)), .text(now)])
+                }
+                outcome.deltaLinkKept = deltaLink != nil && !passedSettled
+                try Self.finishDownload(
+                    db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil, at: now
+                )
+            }
+        }
+        return outcome
+    }
+}
