@@ -66,6 +66,8 @@ struct DownloadState: ExclusiveRunState {
     var lastDurationMs: Int?
     /// The last successful download's figures.
     var last: ODataDownloadStats?
+    /// Defining requests the upstream refused to track changes of (read without asking, until a restart).
+    var untracked: Set<String> = []
     var nextSyncAt: Date?
 }
 
@@ -231,6 +233,9 @@ final class ODataDownloader: ODataServicePart {
                 throw MirrorError("defining request \(request.name): too many pages")
             }
             let r = try upstreamGET(current, extraHeaders: track ? [Self.trackChanges] : [])
+            if track, pages == 1, (400..<500).contains(r.status), ![401, 403, 408, 429].contains(r.status) {
+                throw TrackingRefused(status: r.status)
+            }
             guard r.status == 200 else {
                 throw MirrorError(
                     "defining request \(request.name) answered \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))"

@@ -35,7 +35,7 @@ public struct MirrorDownloadOutcome: Sendable {
     public var removed: Int?
     /// Downloaded entities passed over because a local change of theirs waits in the queue.
     public var keptLocal = 0
-    /// Rows stored per entity set.
+    /// Rows the request holds per entity set after the download.
     public var stored: [String: Int] = [:]
     /// Whether a delta link was kept for the next download.
     public var deltaLinkKept = false
@@ -177,6 +177,7 @@ extension ODataMirror {
                     let count =
                         try db.scalar(
                             "SELECT COUNT(*) FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])?.int ?? 0
+                    outcome.stored[set] = count  // rows the request holds now, as after a full read
                     try db.run(
                         #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
                         [.text(request), .text(set), .text(query), .integer(Int64(count)), .text(now)])
