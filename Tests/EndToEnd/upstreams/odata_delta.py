@@ -72,6 +72,7 @@ class DeltaUpstream:
         for i in range(1, items + 1):
             self._put(i, {"ID": i, "Name": f"item {i}", "Qty": i})
         self.tokens: list[str] = []
+        self._keys: list[int] | None = None  # sorted keys, recomputed after a creation or deletion
         self._server = None
         self._thread = None
 
@@ -81,8 +82,15 @@ class DeltaUpstream:
     def root(self) -> str:
         return f"http://127.0.0.1:{self.port}/svc/"
 
+    def _sorted_keys(self) -> list[int]:
+        if self._keys is None:
+            self._keys = sorted(self.items)
+        return self._keys
+
     def _put(self, key: int, entity: dict) -> None:
         self.seq += 1
+        if key not in self.items:
+            self._keys = None
         self.items[key] = entity
         self.changed_at[key] = self.seq
         self.removed_at.pop(key, None)
@@ -99,6 +107,7 @@ class DeltaUpstream:
         with self.lock:
             self.seq += 1
             self.items.pop(key)
+            self._keys = None
             self.changed_at.pop(key, None)
             self.removed_at[key] = self.seq
 
@@ -190,13 +199,13 @@ class DeltaUpstream:
                     if token in self.expired:
                         return 410, json_type, b'{"error":{"code":"410","message":"the delta token expired"}}'
                     since = int(token)
-                    changed = [self._entity_json(self.items[k]) for k in sorted(self.items)
-                               if self.changed_at.get(k, 0) > since]
-                    removed = [self._removed_json(k) for k in sorted(self.removed_at) if self.removed_at[k] > since]
+                    changed = [self._entity_json(self.items[k])
+                               for k in sorted(k for k, at in self.changed_at.items() if at > since)]
+                    removed = [self._removed_json(k) for k in sorted(k for k, at in self.removed_at.items() if at > since)]
                     body = self._collection(changed, None, self._delta_link(), removed)
                     return 200, {**json_type, "Preference-Applied": "odata.track-changes"}, json.dumps(body).encode()
                 skip = int((query.get("$skiptoken") or ["0"])[0])
-                keys = sorted(self.items)
+                keys = self._sorted_keys()
                 page = keys[skip:skip + self.page_size]
                 more = skip + self.page_size < len(keys)
                 next_link = f"{self.root}Items?$skiptoken={skip + self.page_size}" if more else None
@@ -230,6 +239,7 @@ class DeltaUpstream:
                     return 404, json_type, b'{"error":{"code":"404","message":"not found"}}'
                 self.seq += 1
                 self.items.pop(key)
+                self._keys = None
                 self.changed_at.pop(key, None)
                 self.removed_at[key] = self.seq
                 return 204, {"X-CSRF-Token": "t"}, b""
