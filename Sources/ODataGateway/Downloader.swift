@@ -37,7 +37,8 @@ public struct ODataDownloadStats: Sendable {
     }
 
     /// `{"entitySets": {NAME: rows}, "durationMs": N, "kind", "changed", "removed", "keptLocal",
-    /// "requests": {NAME: {kind, changed, removed, keptLocal, fallback}}}`.
+    /// "requests": {NAME: {kind, changed, removed, keptLocal, fallback}}}`; `removed` sums the delta reads
+    /// (null when every request was read in full).
     public var json: JSON {
         var sets = JSONObject()
         for (k, v) in entitySets.sorted(by: { $0.key < $1.key }) { sets[k] = .int(Int64(v)) }
@@ -53,7 +54,7 @@ public struct ODataDownloadStats: Sendable {
         return [
             "entitySets": .object(sets), "durationMs": .int(Int64(durationMs)), "kind": .string(kind),
             "changed": .int(Int64(requests.values.reduce(0) { $0 + $1.changed })),
-            "removed": .int(Int64(removed.reduce(0, +))),
+            "removed": removed.isEmpty ? .null : .int(Int64(removed.reduce(0, +))),
             "keptLocal": .int(Int64(requests.values.reduce(0) { $0 + $1.keptLocal })),
             "requests": .object(per),
         ]
