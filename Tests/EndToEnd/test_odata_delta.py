@@ -170,3 +170,39 @@ def test_delta_downloads_with_pending_local_changes(gateway_factory, tmp_path, s
         assert gets and all("deltatoken" in p for p in gets), gets
     finally:
         up.stop()
+
+
+def test_kill_9_during_a_delta_download_leaves_the_mirror_before_it(gateway_factory, tmp_path):
+    """The delta is applied in one transaction with its new link: a gateway killed while it reads the delta
+    restarts with the rows and link of before, and the next download brings the same changes."""
+    up = DeltaUpstream(version=4).start()
+    try:
+        cfg = config(up.root, tmp_path)
+        gw = gateway_factory(cfg, name="gw")
+        wait_downloaded(gw, "dl")
+        wait_idle(gw, service="dl")
+        settle(gw)
+        before = local_items(gw)
+        assert before == up.state()
+        up.update(2, Name="server 2")
+        up.delete(3)
+        up.delta_delay = 5.0
+        seen = len(up.seen())
+        st, _, body = request("POST", gw.url("/_mirrorgate/odata/services/dl/download"), headers=gw.admin_headers())
+        assert st == 202, body
+        deadline = time.time() + 10
+        while not any("deltatoken" in p for p, _ in up.seen()[seen:]):
+            assert time.time() < deadline, up.seen()[seen:]
+            time.sleep(0.05)
+        port = up.port
+        up.stop()  # the restarted gateway cannot download before the mirror is looked at
+        gw = kill_and_restart(gw, gateway_factory, cfg, name="gw-again")
+        assert local_items(gw) == before
+        up.delta_delay = 0
+        up.start(port=port)
+        result = download(gw)
+        settle(gw)
+        assert result["kind"] == "delta", result  # the stored link is the one from before the kill
+        assert local_items(gw) == up.state() and 3 not in up.state()
+    finally:
+        up.stop()

@@ -17,6 +17,7 @@ import http.server
 import json
 import re
 import threading
+import time
 from urllib.parse import parse_qs, unquote, urlsplit
 
 V4_METADATA = """<?xml version="1.0" encoding="utf-8"?>
@@ -73,6 +74,7 @@ class DeltaUpstream:
             self._put(i, {"ID": i, "Name": f"item {i}", "Qty": i})
         self.tokens: list[str] = []
         self._keys: list[int] | None = None  # sorted keys, recomputed after a creation or deletion
+        self.delta_delay = 0.0  # seconds a delta read waits before it is answered (at most 10)
         self._server = None
         self._thread = None
 
@@ -191,6 +193,8 @@ class DeltaUpstream:
         if not m:
             return 404, json_type, b'{"error":{"code":"404","message":"not found"}}'
         key = int(m.group(1)) if m.group(1) else None
+        if method == "GET" and ("$deltatoken" in query or "!deltatoken" in query) and self.delta_delay > 0:
+            time.sleep(min(self.delta_delay, 10))
         with self.lock:
             if method == "GET" and key is None:
                 token = (query.get("$deltatoken") or query.get("!deltatoken") or [None])[0]
