@@ -64,6 +64,10 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
         }
     }
 
+    /// The largest answer held whole with ``ForwardHooks/wholeAnswer`` (a larger one is streamed as it
+    /// comes): 32 MiB, far above a search answer's usual size.
+    public static let wholeAnswerLimit = 32 << 20
+
     /// Whether Algolia's clients treat this call as a read (read hosts, read timeout).
     public static func isRead(method: String, path: Substring) -> Bool {
         if method == "GET" { return true }
@@ -145,12 +149,16 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
             if hooks.originHeader {
                 options.adjustHeaders = { $0.set(MirrorgateHeader.origin, "remote") }
             }
+            if hooks.wholeAnswer {
+                options.bufferLimit = AlgoliaForwarder.wholeAnswerLimit
+                options.streamAfter = .seconds(86400)
+            }
             if hooks.tagBody {
                 options.transformIf = { status in (200..<300).contains(status) }
                 if hooks.tagResults {
                     // Per-result tags need the whole body (multi-query answers are small).
-                    options.bufferLimit = 16 << 20
-                    options.streamAfter = .seconds(3600)
+                    options.bufferLimit = max(options.bufferLimit, 16 << 20)
+                    options.streamAfter = .seconds(86400)
                     options.transform = { OriginTag.tagResults($0) }
                 } else {
                     options.transform = { OriginTag.tag($0) }

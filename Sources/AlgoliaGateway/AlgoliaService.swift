@@ -107,17 +107,31 @@ public final class AlgoliaService: Sendable {
     /// Answers a request under `/1/` (CORS and the path check are the caller's).
     public func handle(_ request: HTTPRequest, _ out: any Responder) {
         let route = AlgoliaRoute.parse(method: request.method, path: request.path)
-        let names = route.indexNames(body: request.body)
+        let parts = route.parts(body: request.body)
+        if let refusal = AlgoliaLimits.refusal(route, parts: parts) {
+            out.respond(refusal)
+            return
+        }
+        if route == .listIndices {
+            IndexListing(paths: strategies.paths, catalog: catalog, store: coordinator.store).start(
+                request, out)
+            return
+        }
+        let names = route.index.map { [$0] } ?? (parts ?? []).compactMap { $0["indexName"]?.stringValue }
         if !names.isEmpty && names.allSatisfy({ catalog.offline.lookup($0) != nil }) {
             strategies.paths.answerLocally(request, route, out)
             return
         }
-        let mirrored = names.filter { catalog.mirrors[$0] != nil }
-        for name in mirrored { catalog.mirrors[name]?.touch() }
+        let mirrored = names.filter { catalog.mirror(for: $0) != nil }
+        for name in mirrored { catalog.mirror(for: name)?.touch() }
         let allLocal = names.allSatisfy { catalog.contains($0) }
-        if !mirrored.isEmpty && route.isLocalRead && allLocal {
+        let isSplittable = route == .multiQuery || route == .getObjects
+        if isSplittable && names.contains(where: { catalog.offline.lookup($0) != nil }) {
+            // Offline parts are never forwarded (the upstream does not know them): answered per part.
+            strategies.split(request, route, out)
+        } else if !mirrored.isEmpty && route.isLocalRead && allLocal {
             strategies.run(request, route, mirrored: mirrored, out)
-        } else if (route == .multiQuery || route == .getObjects) && names.contains(where: catalog.contains) {
+        } else if isSplittable && names.contains(where: catalog.contains) {
             strategies.split(request, route, out)
         } else {
             strategies.paths.forward(request, out, mirrored: mirrored, tag: false, onUnavailable: nil)
@@ -134,18 +148,39 @@ public final class AlgoliaService: Sendable {
 
     /// The status of every index (SPEC §5: `mirrored`, `hasOfflineData`, `objects`, and the sync fields
     /// of mirrored indices), by name.
+    /// Each index also says what its local answers do not apply (`notApplied`: the settings the engine
+    /// ignores and the search parameters local answers reported), its replicas too.
     public func indexStatus() -> JSON {
         var indices = JSONObject()
         for (name, mirror) in coordinator.mirrors.sorted(by: { $0.key < $1.key }) {
-            indices[name] = mirror.status()
+            guard case .object(var status) = mirror.status() else { continue }
+            status["notApplied"] = notApplied(name, mirror.current)
+            if case .object(var replicas)? = status["replicas"] {
+                for (replica, value) in replicas {
+                    guard case .object(var entry) = value else { continue }
+                    entry["notApplied"] = notApplied(replica, mirror.replica(replica))
+                    replicas[replica] = .object(entry)
+                }
+                status["replicas"] = .object(replicas)
+            }
+            indices[name] = .object(status)
         }
         for name in catalog.offline.names {
-            let count = catalog.offline.lookup(name)?.index?.objectCount ?? 0
+            let index = catalog.offline.lookup(name)?.index
+            let count = index?.objectCount ?? 0
             indices[name] = [
                 "mirrored": false, "hasOfflineData": .bool(count > 0), "objects": .int(Int64(count)),
+                "notApplied": notApplied(name, index),
             ]
         }
         return .object(indices)
+    }
+
+    private func notApplied(_ name: String, _ index: SearchIndex?) -> JSON {
+        [
+            "settings": .array((index?.ignoredSettings ?? []).map { .string($0) }),
+            "parameters": .array(strategies.paths.local.notApplied.parameters(name).map { .string($0) }),
+        ]
     }
 
     /// What asking for a sync did.

@@ -31,6 +31,11 @@ public struct ForwardHooks: Sendable {
     public var onUnavailable: (@Sendable () -> Void)?
     /// Polled while a transfer runs: true cancels it and stops trying hosts.
     public var isCancelled: (@Sendable () -> Bool)?
+    /// Hold the answer until it is complete (up to ``AlgoliaForwarder/wholeAnswerLimit``), never stream
+    /// part of it: a host that is still sending when the budget ends is a failure like any other (the
+    /// local answer or the unavailable status), never a truncated success. For the calls a local index
+    /// can answer (their answers are small JSON).
+    public var wholeAnswer = false
 
     /// Creates empty hooks.
     public init() {}

@@ -14,6 +14,8 @@ public struct LocalAlgolia: Sendable {
     public let catalog: LocalCatalog
     /// Who may read them.
     public let access: ReadAccess
+    /// The search parameters local answers did not apply, per index.
+    public let notApplied = NotAppliedLog()
 
     /// Creates the responder over `catalog`, admitting callers by `access`.
     public init(catalog: LocalCatalog, access: ReadAccess) {
@@ -21,14 +23,19 @@ public struct LocalAlgolia: Sendable {
         self.access = access
     }
 
-    /// Answers `request`, whose route addresses indices of the catalog.
-    public func answer(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
-        var response = compute(request, route: route)
+    /// Answers `request`, whose route addresses indices of the catalog. `isAbandoned` is polled between
+    /// the parts of a multi-query or getObjects: when it turns true (the client is gone) the work stops.
+    public func answer(
+        _ request: HTTPRequest, route: AlgoliaRoute, isAbandoned: @Sendable () -> Bool = { false }
+    ) -> HTTPResponse {
+        var response = compute(request, route: route, isAbandoned: isAbandoned)
         response.headers.set(MirrorgateHeader.origin, "local")
         return response
     }
 
-    private func compute(_ request: HTTPRequest, route: AlgoliaRoute) -> HTTPResponse {
+    private func compute(_ request: HTTPRequest, route: AlgoliaRoute, isAbandoned: () -> Bool)
+        -> HTTPResponse
+    {
         let credentials = AlgoliaCredentials(request)
         let body: JSON
         if request.body.isEmpty {
@@ -45,17 +52,21 @@ public struct LocalAlgolia: Sendable {
             case .search(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return .json(200, "")
-                    .withBody(
-                        OriginTag.tag(try idx.index.searchSerialized(idx.restrict(params)), origin: "local"))
+                let restricted = idx.restrict(params)
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                let answer = try idx.index.searchSerialized(restricted)
+                if answer.count > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
+                return .json(200, "").withBody(OriginTag.tag(answer, origin: "local"))
             case .browse(let name):
                 let idx = try authorized(name, credentials)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
-                return ok(try idx.index.browse(idx.restrict(params), cursor: nil))
+                let restricted = idx.restrict(params)
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                return ok(try idx.index.browse(restricted, cursor: nil))
             case .getObject(let name, let objectID):
                 let idx = try authorized(name, credentials)
                 let attrs = request.queryValue("attributesToRetrieve").map(Self.list)
-                guard let object = idx.index.getObject(objectID, attributesToRetrieve: attrs) else {
+                guard let object = try idx.object(objectID, attributesToRetrieve: attrs) else {
                     return AlgoliaError.response(404, "ObjectID does not exist")
                 }
                 return ok(object)
@@ -73,10 +84,19 @@ public struct LocalAlgolia: Sendable {
                     params[k] = JSON.typedParameter(name: k, value: v)
                 }
                 return ok(idx.index.searchSynonyms(params: .object(params)))
+            case .ruleSearch(let name):
+                let idx = try authorized(name, credentials)
+                return ok(idx.index.searchRules(params: body))
+            case .getRule(let name, let objectID):
+                let idx = try authorized(name, credentials)
+                guard let rule = idx.index.getRule(objectID) else {
+                    return AlgoliaError.response(404, "ObjectID does not exist")
+                }
+                return ok(rule)
             case .multiQuery:
-                return ok(try multiQuery(body, credentials))
+                return .json(200, "").withBody(try multiQuery(body, credentials, isAbandoned: isAbandoned))
             case .getObjects:
-                return ok(try getObjects(body, credentials))
+                return ok(try getObjects(body, credentials, isAbandoned: isAbandoned))
             case .otherIndexCall(let name):
                 _ = try authorized(name, credentials)
                 return AlgoliaError.response(
@@ -128,6 +148,16 @@ public struct LocalAlgolia: Sendable {
         let index: SearchIndex
         let restrictions: JSONObject
 
+        /// One record, unless the key's restrictions withhold it (see
+        /// `SearchIndex.getObject(_:attributesToRetrieve:restrictedBy:)`).
+        func object(_ objectID: String, attributesToRetrieve: [String]?) throws(SearchError) -> JSON? {
+            guard !restrictions.isEmpty else {
+                return index.getObject(objectID, attributesToRetrieve: attributesToRetrieve)
+            }
+            return try index.getObject(
+                objectID, attributesToRetrieve: attributesToRetrieve, restrictedBy: restrictions)
+        }
+
         /// The request's parameters with the key's restrictions applied: its `filters` are ANDed with the
         /// request's, its other parameters win.
         func restrict(_ params: JSON) -> JSON {
@@ -169,14 +199,20 @@ public struct LocalAlgolia: Sendable {
         return text.split(separator: ",").map { String($0) }
     }
 
-    private func multiQuery(_ body: JSON, _ credentials: AlgoliaCredentials) throws -> JSON {
+    /// A multi-query's answer, serialized (`{"origin":"local","results":[…]}`), stopping when the client
+    /// is gone or the answer would pass ``AlgoliaLimits/answerBytes``.
+    private func multiQuery(_ body: JSON, _ credentials: AlgoliaCredentials, isAbandoned: () -> Bool) throws
+        -> [UInt8]
+    {
         guard let requests = body["requests"]?.arrayValue else {
             throw SearchError(status: 400, message: "Missing `requests` in multi-query body")
         }
+        if let error = AlgoliaLimits.error(.multiQuery, count: requests.count) { throw error }
         let stopIfEnough = body["strategy"]?.stringValue == "stopIfEnoughMatches"
-        var results: [JSON] = []
+        var out = Array(#"{"origin":"local","results":["#.utf8)
         var enough = false
-        for item in requests {
+        for (position, item) in requests.enumerated() {
+            if isAbandoned() { throw SearchError(status: 400, message: "the client is gone") }
             guard let name = item["indexName"]?.stringValue else {
                 throw SearchError(status: 400, message: "Missing `indexName` in a multi-query request")
             }
@@ -184,44 +220,56 @@ public struct LocalAlgolia: Sendable {
             var params = item.objectValue ?? JSONObject()
             params["indexName"] = nil
             params["type"] = nil
+            let result: JSON
             if enough {
-                results.append(["index": .string(name), "processed": false, "hits": [], "nbHits": 0])
-                continue
-            }
-            if item["type"]?.stringValue == "facet", let facet = item["facet"]?.stringValue {
+                result = ["index": .string(name), "processed": false, "hits": [], "nbHits": 0]
+            } else if item["type"]?.stringValue == "facet", let facet = item["facet"]?.stringValue {
                 params["facet"] = nil
-                results.append(
-                    try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(.object(params))))
-                continue
+                result = try idx.index.searchForFacetValues(
+                    facet: facet, params: idx.restrict(.object(params)))
+            } else {
+                let restricted = idx.restrict(.object(params))
+                notApplied.record(name, idx.index.ignoredParameters(restricted))
+                var answer = try idx.index.search(restricted)
+                if case .object(var o) = answer {
+                    o["index"] = .string(name)
+                    answer = OriginTag.json(.object(o))
+                }
+                if stopIfEnough, let nbHits = answer["nbHits"]?.intValue,
+                    let hpp = answer["hitsPerPage"]?.intValue, nbHits >= hpp
+                {
+                    enough = true
+                }
+                result = answer
             }
-            var result = try idx.index.search(idx.restrict(.object(params)))
-            if case .object(var o) = result {
-                o["index"] = .string(name)
-                result = OriginTag.json(.object(o))
-            }
-            if stopIfEnough, let nbHits = result["nbHits"]?.intValue,
-                let hpp = result["hitsPerPage"]?.intValue,
-                nbHits >= hpp
-            {
-                enough = true
-            }
-            results.append(result)
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            result.write(to: &out)
+            if out.count > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
         }
-        return OriginTag.json(["results": .array(results)])
+        out.append(contentsOf: Array("]}".utf8))
+        return out
     }
 
-    private func getObjects(_ body: JSON, _ credentials: AlgoliaCredentials) throws -> JSON {
+    private func getObjects(_ body: JSON, _ credentials: AlgoliaCredentials, isAbandoned: () -> Bool) throws
+        -> JSON
+    {
         guard let requests = body["requests"]?.arrayValue else {
             throw SearchError(status: 400, message: "Missing `requests` in getObjects body")
         }
+        if let error = AlgoliaLimits.error(.getObjects, count: requests.count) { throw error }
         var results: [JSON] = []
+        var size = 0
         for item in requests {
+            if isAbandoned() { throw SearchError(status: 400, message: "the client is gone") }
             guard let name = item["indexName"]?.stringValue, let id = item["objectID"]?.stringValue else {
                 throw SearchError(status: 400, message: "Each request needs `indexName` and `objectID`")
             }
             let idx = try authorized(name, credentials)
             let attrs = item["attributesToRetrieve"]?.arrayValue?.compactMap(\.stringValue)
-            results.append(idx.index.getObject(id, attributesToRetrieve: attrs) ?? .null)
+            let object = try idx.object(id, attributesToRetrieve: attrs) ?? .null
+            size += object.serializedBytes().count
+            if size > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
+            results.append(object)
         }
         return OriginTag.json(["results": .array(results)])
     }

@@ -9,6 +9,9 @@ public struct LocalIndex: Sendable {
         /// A mirrored index: the gateway's own sync key (`algolia.apiKey`) and the keys the upstream has
         /// accepted for this index before (``KeyMemory``), with the configured application ID.
         case upstreamAccepted
+        /// A replica of the mirrored index named here: the same rules as its primary, with the keys the
+        /// upstream accepted for the replica or for the primary (the replica holds the primary's records).
+        case replicaOf(String)
     }
 
     /// The engine's index; nil when a mirrored index has no offline data yet.
@@ -37,15 +40,28 @@ public struct LocalCatalog: Sendable {
         self.mirrors = mirrors
     }
 
-    /// The index named `name`, if it is answered locally.
+    /// The index named `name`, if it is answered locally (an offline index, a mirrored index, or a replica
+    /// of one).
     public func lookup(_ name: String) -> LocalIndex? {
         if let o = offline.lookup(name) { return o }
-        guard let m = mirrors[name] else { return nil }
-        return LocalIndex(index: m.current, access: .upstreamAccepted)
+        if let m = mirrors[name] { return LocalIndex(index: m.current, access: .upstreamAccepted) }
+        for (primary, m) in mirrors {
+            if let replica = m.replica(name) {
+                return LocalIndex(index: replica, access: .replicaOf(primary))
+            }
+        }
+        return nil
     }
 
-    /// Whether `name` is an offline or a mirrored index.
-    public func contains(_ name: String) -> Bool { offline.lookup(name) != nil || mirrors[name] != nil }
+    /// The mirrored index `name` is, or is a replica of (nil for offline and unknown indices).
+    public func mirror(for name: String) -> MirroredIndex? {
+        if offline.lookup(name) != nil { return nil }
+        if let m = mirrors[name] { return m }
+        return mirrors.values.first { $0.replica(name) != nil }
+    }
+
+    /// Whether `name` is an offline or a mirrored index, or a replica of one.
+    public func contains(_ name: String) -> Bool { offline.lookup(name) != nil || mirror(for: name) != nil }
 }
 
 /// Decides who may read an index answered locally: only callers the real service would have answered.
@@ -75,6 +91,10 @@ public struct ReadAccess: Sendable {
         case .upstreamAccepted:
             guard let appId, credentials.appId == appId else { return false }
             return key == syncKey || keys.isAccepted(appId: appId, index: index, key: key)
+        case .replicaOf(let primary):
+            guard let appId, credentials.appId == appId else { return false }
+            return key == syncKey || keys.isAccepted(appId: appId, index: index, key: key)
+                || keys.isAccepted(appId: appId, index: primary, key: key)
         }
     }
 }

@@ -8,9 +8,12 @@ import SearchEngine
 import Synchronization
 
 /// `POST /_mirrorgate/algolia/indices/{i}/build` (SPEC §5): a manual build of a mirrored index, from
-/// `{"settings": {…}, "objects": […], "synonyms": […]}` in the body or from
-/// `{"settingsFile": PATH, "objectFiles": [PATH, …], "synonymsFile": PATH}` naming files the gateway can
-/// read (object files are JSON arrays or browse answers with `hits`).
+/// `{"settings": {…}, "objects": […], "synonyms": […], "rules": […]}` in the body or from
+/// `{"settingsFile": PATH, "objectFiles": [PATH, …], "synonymsFile": PATH, "rulesFile": PATH}` naming
+/// files the gateway can read (object files are JSON arrays or browse answers with `hits`; synonym and
+/// rule files JSON arrays or search answers with `hits`, each entry an object with an `objectID`). The
+/// replicas of the current version that the new settings still name are rebuilt from the new records
+/// with their own settings, synonyms and rules.
 ///
 /// Promises: the request is parsed on the polling thread only as far as the route; reading files,
 /// parsing, indexing and storing run on a background thread, and the answer (`200`
@@ -48,7 +51,7 @@ struct ManualBuilds: Sendable {
             fail(409, "a sync or build of \(name) is running; build after it finishes")
             return
         }
-        guard let store = coordinator.store else {
+        guard coordinator.store != nil else {
             mirror.endBuild(nil)
             fail(500, "no index store: the build could not be persisted")
             return
@@ -56,7 +59,7 @@ struct ManualBuilds: Sendable {
         let thread = Thread { [self] in
             // Installed (or the claim released) before the answer: a client that searches or builds
             // again right after it sees the new version, never a 409 of its own build.
-            let (response, built) = run(name, body: body, store: store)
+            let (response, built) = run(mirror, body: body)
             mirror.endBuild(built)
             out.respond(response)
         }
@@ -65,7 +68,8 @@ struct ManualBuilds: Sendable {
     }
 
     /// Parses, reads, builds and stores; the answer and the stored version (nil when the build failed).
-    private func run(_ name: String, body: [UInt8], store: IndexStore) -> (HTTPResponse, SearchIndex?) {
+    private func run(_ mirror: MirroredIndex, body: [UInt8]) -> (HTTPResponse, MirrorVersion?) {
+        let name = mirror.settings.name
         let start = ContinuousClock.now
         let source: Source
         do throws(BuildError) {
@@ -75,14 +79,21 @@ struct ManualBuilds: Sendable {
         }
         events("buildDidStart", ["index": .string(name), "source": .string(source.kind)])
         do {
-            let (settings, synonyms, records) = try source.load()
+            let files = try source.load()
             let parsed = ContinuousClock.now
-            var index = SearchIndex(name: name, settings: settings, synonyms: synonyms, records: records)
+            let version: MirrorVersion
             do {
-                index = try store.save(index)
+                version = try coordinator.storeVersion(
+                    name,
+                    metadata: IndexMetadata(
+                        settings: files.settings, synonyms: files.synonyms, rules: files.rules),
+                    records: files.records,
+                    replicas: coordinator.currentReplicas(of: mirror, namedIn: files.settings),
+                    replacing: mirror.replicaNames)
             } catch {
                 throw BuildError(description: "storing the new version failed: \(error)", status: 500)
             }
+            let index = version.primary
             let end = ContinuousClock.now
             let buildMs = Int((end - parsed).seconds * 1000)
             let durationMs = Int((end - start).seconds * 1000)
@@ -99,7 +110,7 @@ struct ManualBuilds: Sendable {
                 "index": .string(name), "objects": .int(Int64(index.objectCount)),
                 "buildMs": .int(Int64(buildMs)), "durationMs": .int(Int64(durationMs)),
             ]
-            return (.json(200, answer.serialized()), index)
+            return (.json(200, answer.serialized()), version)
         } catch let error as BuildError {
             events("buildDidFinish", ["index": .string(name), "error": .string(error.description)])
             logger.warning("manual build failed", metadata: ["index": "\(name)", "error": "\(error)"])
@@ -118,8 +129,8 @@ struct ManualBuilds: Sendable {
 
     /// What to build from.
     enum Source {
-        case inline(settings: JSON, synonyms: [JSON], objects: [JSON])
-        case files(settings: String?, synonyms: String?, objects: [String])
+        case inline(settings: JSON, synonyms: JSON?, rules: JSON?, objects: [JSON])
+        case files(settings: String?, synonyms: String?, rules: String?, objects: [String])
 
         var kind: String {
             switch self {
@@ -128,12 +139,25 @@ struct ManualBuilds: Sendable {
             }
         }
 
-        func load() throws(BuildError) -> (JSON, [JSON], [JSON]) {
+        /// The synonyms or rules of `json` (nil: none), checked; `what` names them in an error.
+        static func entries(_ json: JSON?, kind: String, what: String) throws(BuildError) -> [JSON] {
+            guard let json else { return [] }
+            do {
+                return try IndexFiles.entries(json, kind: kind)
+            } catch {
+                throw BuildError(description: what == kind ? error.message : "\(what): \(error.message)")
+            }
+        }
+
+        func load() throws(BuildError) -> IndexFiles {
             switch self {
-            case .inline(let settings, let synonyms, let objects):
+            case .inline(let settings, let synonyms, let rules, let objects):
                 try ManualBuilds.check(objects, what: "objects")
-                return (settings, synonyms, objects)
-            case .files(let settingsFile, let synonymsFile, let objectFiles):
+                return IndexFiles(
+                    settings: settings,
+                    synonyms: try Self.entries(synonyms, kind: "synonyms", what: "synonyms"),
+                    rules: try Self.entries(rules, kind: "rules", what: "rules"), records: objects)
+            case .files(let settingsFile, let synonymsFile, let rulesFile, let objectFiles):
                 var settings: JSON = .object(JSONObject())
                 if let settingsFile {
                     settings = try readJSON(settingsFile)
@@ -141,14 +165,10 @@ struct ManualBuilds: Sendable {
                         throw BuildError(description: "\(settingsFile): settings must be a JSON object")
                     }
                 }
-                var synonyms: [JSON] = []
-                if let synonymsFile {
-                    let json = try readJSON(synonymsFile)
-                    guard let array = json.arrayValue ?? json["hits"]?.arrayValue else {
-                        throw BuildError(description: "\(synonymsFile): synonyms must be a JSON array")
-                    }
-                    synonyms = array
-                }
+                let synonyms = try Self.entries(
+                    try synonymsFile.map(readJSON), kind: "synonyms", what: synonymsFile ?? "")
+                let rules = try Self.entries(
+                    try rulesFile.map(readJSON), kind: "rules", what: rulesFile ?? "")
                 var records: [JSON] = []
                 for file in objectFiles {
                     let json = try readJSON(file)
@@ -160,7 +180,7 @@ struct ManualBuilds: Sendable {
                     try ManualBuilds.check(array, what: file)
                     records += array
                 }
-                return (settings, synonyms, records)
+                return IndexFiles(settings: settings, synonyms: synonyms, rules: rules, records: records)
             }
         }
     }
@@ -194,13 +214,16 @@ struct ManualBuilds: Sendable {
                     "the body must be {\"settings\", \"objects\"} or {\"settingsFile\", \"objectFiles\"}")
         }
         let known: Set<String> = [
-            "settings", "objects", "synonyms", "settingsFile", "objectFiles", "synonymsFile",
+            "settings", "objects", "synonyms", "rules", "settingsFile", "objectFiles", "synonymsFile",
+            "rulesFile",
         ]
         if let unknown = o.keys.first(where: { !known.contains($0) }) {
             throw BuildError(description: "unknown field \(unknown) in the build request")
         }
-        let inline = o["objects"] != nil || o["settings"] != nil || o["synonyms"] != nil
-        let files = o["objectFiles"] != nil || o["settingsFile"] != nil || o["synonymsFile"] != nil
+        let inline = o["objects"] != nil || o["settings"] != nil || o["synonyms"] != nil || o["rules"] != nil
+        let files =
+            o["objectFiles"] != nil || o["settingsFile"] != nil || o["synonymsFile"] != nil
+            || o["rulesFile"] != nil
         if inline && files {
             throw BuildError(
                 description: "give either settings/objects or settingsFile/objectFiles, not both")
@@ -224,7 +247,9 @@ struct ManualBuilds: Sendable {
                 objectFiles.append(resolve(s))
             }
             return .files(
-                settings: try path("settingsFile"), synonyms: try path("synonymsFile"), objects: objectFiles)
+                settings: try path("settingsFile"), synonyms: try path("synonymsFile"),
+                rules: try path("rulesFile"),
+                objects: objectFiles)
         }
         guard let objects = o["objects"]?.arrayValue else {
             throw BuildError(description: "objects must be an array of records")
@@ -235,12 +260,14 @@ struct ManualBuilds: Sendable {
         case .object?: settings = o["settings"]!
         default: throw BuildError(description: "settings must be a JSON object")
         }
-        var synonyms: [JSON] = []
-        switch o["synonyms"] {
-        case nil, .null?: break
-        case .array(let a)?: synonyms = a
-        default: throw BuildError(description: "synonyms must be an array")
+        func list(_ key: String) throws(BuildError) -> JSON? {
+            switch o[key] {
+            case nil, .null?: return nil
+            case .array?: return o[key]
+            default: throw BuildError(description: "\(key) must be an array")
+            }
         }
-        return .inline(settings: settings, synonyms: synonyms, objects: objects)
+        return .inline(
+            settings: settings, synonyms: try list("synonyms"), rules: try list("rules"), objects: objects)
     }
 }

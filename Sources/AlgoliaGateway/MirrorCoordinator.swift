@@ -25,6 +25,8 @@ public final class MirrorCoordinator: Sendable {
     private let logger: Logger
     /// The scheduler's periodic check, cancelled by `stop`.
     private let ticker = Mutex<ScheduledWork?>(nil)
+    /// Index names a replica may not take (configured mirrored or offline indices answer as themselves).
+    let reservedNames: Set<String>
 
     /// Loads (or bootstraps) every mirrored index of `configuration`; `fetcher` is nil when the gateway
     /// cannot sync (no appId, apiKey or hosts). Throws ``AlgoliaSetupError`` for a bootstrap file that
@@ -41,6 +43,8 @@ public final class MirrorCoordinator: Sendable {
         self.logger = logger
         self.fetcher = fetcher
         let a = configuration.algolia
+        let reserved = Set(a.indices.keys).union(a.offlineIndices.keys)
+        reservedNames = reserved
         checkpoints = try state.map { try SQLiteCheckpoints(pool: $0) }
         var saved: [String: (Double, String)] = [:]
         if let state {
@@ -71,19 +75,22 @@ public final class MirrorCoordinator: Sendable {
                 preventiveDelay: index.preventiveOfflineSearchDelay, selections: selections,
                 delayBetweenSyncs: min(index.delayBetweenSyncs, policy.idleInterval),
                 retryInitial: policy.retry.initial, retryMax: policy.retry.max)
-            var current = try? store?.load(name: name)
+            var current = store.flatMap { Self.loadVersion(name, store: $0, reserved: reserved) }
             if current == nil, index.bootstrap != nil {
-                let (s, records) = try BootstrapFiles.read(index.bootstrap, configuration)
-                var made = SearchIndex(name: name, settings: s, records: records)
+                let files = try BootstrapFiles.read(index.bootstrap, configuration)
+                var made = SearchIndex(
+                    name: name, settings: files.settings, synonyms: files.synonyms, rules: files.rules,
+                    records: files.records)
                 if let store { made = (try? store.save(made)) ?? made }
-                current = made
+                current = MirrorVersion(primary: made)
                 logger.info(
                     "mirror bootstrapped from files",
                     metadata: ["index": "\(name)", "objects": "\(made.objectCount)"])
             }
             let last = saved[name].map { Date(timeIntervalSince1970: $0.0) }
             built[name] = MirroredIndex(
-                settings: settings, current: current, lastSuccessfulSyncAt: current == nil ? nil : last,
+                settings: settings, current: current?.primary, replicas: current?.replicas ?? [:],
+                lastSuccessfulSyncAt: current == nil ? nil : last,
                 fingerprint: saved[name]?.1)
         }
         mirrors = built
@@ -151,15 +158,15 @@ public final class MirrorCoordinator: Sendable {
             }
             let fetchDone = ContinuousClock.now
             events("buildDidStart", ["index": .string(name)])
-            var index = SearchIndex(
-                name: name, settings: fetched.settings, synonyms: fetched.synonyms, records: fetched.records)
-            if let store {
-                do {
-                    index = try store.save(index)
-                } catch {
-                    throw SyncError(description: "storing the new version failed: \(error)")
-                }
+            let version: MirrorVersion
+            do {
+                version = try storeVersion(
+                    name, metadata: fetched.metadata, records: fetched.records, replicas: fetched.replicas,
+                    replacing: mirror.replicaNames)
+            } catch {
+                throw SyncError(description: "storing the new version failed: \(error)")
             }
+            let index = version.primary
             let end = ContinuousClock.now
             let stats = SyncStats(
                 objects: index.objectCount, pages: fetched.pages,
@@ -167,7 +174,7 @@ public final class MirrorCoordinator: Sendable {
                 buildMs: Int((end - fetchDone).seconds * 1000), durationMs: Int((end - start).seconds * 1000))
             events(
                 "buildDidFinish", ["index": .string(name), "objects": .int(Int64(index.objectCount))])
-            mirror.endSync(.success((index, stats)))
+            mirror.endSync(.success((version, stats)))
             checkpoints?.clear(mirror.settings.settingsKey)
             try? state?.write { db in
                 try db.run(

@@ -4,9 +4,10 @@ import HTTPCore
 import JSONCore
 import Upstream
 
-/// Fetches a mirrored index from the upstream: settings (`getVersion=1`), synonyms, then each data
-/// selection with `browse` (`hitsPerPage` 1000, cursor in the POST body) until `maxObjects` or the end;
-/// objects are merged by `objectID`. Blocking: runs on a background thread.
+/// Fetches a mirrored index from the upstream: settings (`getVersion=1`), synonyms and query rules (every
+/// page), then each data selection with `browse` (`hitsPerPage` 1000, cursor in the POST body) until
+/// `maxObjects` or the end (objects merged by `objectID`), then the settings, synonyms and rules of each
+/// replica the settings name (their records are the primary's). Blocking: runs on a background thread.
 public struct MirrorFetcher: Sendable {
     /// Read hosts, tried in order.
     public var hosts: [AlgoliaHost]
@@ -74,20 +75,18 @@ public struct MirrorFetcher: Sendable {
     public func fetch(
         _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)? = nil,
         progress: (Int) -> Void = { _ in }
-    ) throws(SyncError) -> (settings: JSON, synonyms: [JSON], records: [JSON], pages: Int) {
+    ) throws(SyncError) -> FetchedMirror {
+        let metadata = try metadata(settings.name)
+        let (records, pages) = try fetchRecords(settings, checkpoints: checkpoints, progress: progress)
+        let replicas = try replicas(of: settings.name, primary: metadata.settings)
+        return FetchedMirror(metadata: metadata, records: records, pages: pages, replicas: replicas)
+    }
+
+    /// The records of every data selection, and the number of browse pages fetched.
+    private func fetchRecords(
+        _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)?, progress: (Int) -> Void
+    ) throws(SyncError) -> ([JSON], Int) {
         let name = FormCodec.percentEncode(settings.name)
-        let indexSettings = try call("GET", "/1/indexes/\(name)/settings?getVersion=1", body: nil)
-        var synonyms: [JSON] = []
-        if let synonymPage = try? call(
-            "POST", "/1/indexes/\(name)/synonyms/search", body: ["hitsPerPage": 1000]),
-            let hits = synonymPage["hits"]?.arrayValue
-        {
-            synonyms = hits.map { hit in
-                guard case .object(var o) = hit else { return hit }
-                o["_highlightResult"] = nil
-                return .object(o)
-            }
-        }
         var order: [String] = []
         var records: [String: JSON] = [:]
         var pages = 0
@@ -120,7 +119,7 @@ public struct MirrorFetcher: Sendable {
                     if resumedCursor && !error.description.hasPrefix("upstream unavailable") {
                         // The stored cursor is no longer valid: start over cleanly.
                         checkpoints?.clear(settings.settingsKey)
-                        return try fetch(settings, checkpoints: checkpoints, progress: progress)
+                        return try fetchRecords(settings, checkpoints: checkpoints, progress: progress)
                     }
                     throw error
                 }
@@ -146,8 +145,20 @@ public struct MirrorFetcher: Sendable {
                 body = ["cursor": .string(cursor)]
             }
         }
-        return (indexSettings, synonyms, order.compactMap { records[$0] }, pages)
+        return (order.compactMap { records[$0] }, pages)
     }
+}
+
+/// What one sync fetched: the index's metadata and records, and its replicas' metadata.
+public struct FetchedMirror: Sendable {
+    /// Settings, synonyms and rules.
+    public var metadata: IndexMetadata
+    /// The records of the data selection, in browse order.
+    public var records: [JSON]
+    /// Browse pages fetched.
+    public var pages: Int
+    /// The replicas the settings name.
+    public var replicas: [FetchedReplica]
 }
 
 /// Where a sync stands: which data selection, its browse cursor, how many objects it fetched.

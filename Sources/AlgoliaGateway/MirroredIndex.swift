@@ -102,13 +102,29 @@ public struct SyncError: Error, CustomStringConvertible, Sendable {
     public init(description: String) { self.description = description }
 }
 
-/// A mirrored index: its current local version (answering while a new one is built), its sync state
-/// and statistics. At most one sync runs at a time.
+/// A mirrored index's local version: the primary index and its replicas (by name; virtual ones answer
+/// as virtual replicas), installed together.
+public struct MirrorVersion: Sendable {
+    /// The mirrored index itself.
+    public var primary: SearchIndex
+    /// Its replicas, by name.
+    public var replicas: [String: SearchIndex]
+
+    /// Creates a version.
+    public init(primary: SearchIndex, replicas: [String: SearchIndex] = [:]) {
+        self.primary = primary
+        self.replicas = replicas
+    }
+}
+
+/// A mirrored index: its current local version and its replicas' (answering while a new one is built),
+/// its sync state and statistics. At most one sync runs at a time.
 public final class MirroredIndex: Sendable {
     /// Settings.
     public let settings: MirrorSettings
     private struct State {
         var current: SearchIndex?
+        var replicas: [String: SearchIndex] = [:]
         var syncing = false
         var lastSuccessfulSyncAt: Date?
         var lastError: String?
@@ -120,17 +136,26 @@ public final class MirroredIndex: Sendable {
     }
     private let state: Mutex<State>
 
-    /// Creates the index with the version found at start (if any).
+    /// Creates the index with the version found at start (if any) and its replicas.
     public init(
-        settings: MirrorSettings, current: SearchIndex?, lastSuccessfulSyncAt: Date?, fingerprint: String?
+        settings: MirrorSettings, current: SearchIndex?, replicas: [String: SearchIndex] = [:],
+        lastSuccessfulSyncAt: Date?, fingerprint: String?
     ) {
         self.settings = settings
         state = Mutex(
-            State(current: current, lastSuccessfulSyncAt: lastSuccessfulSyncAt, fingerprint: fingerprint))
+            State(
+                current: current, replicas: replicas, lastSuccessfulSyncAt: lastSuccessfulSyncAt,
+                fingerprint: fingerprint))
     }
 
     /// The local version, if any.
     public var current: SearchIndex? { state.withLock { $0.current } }
+
+    /// The local version of the replica `name`, if the primary's last version has one by that name.
+    public func replica(_ name: String) -> SearchIndex? { state.withLock { $0.replicas[name] } }
+
+    /// The names of the replicas of the local version, sorted.
+    public var replicaNames: [String] { state.withLock { $0.replicas.keys.sorted() } }
 
     /// Notes a client request (for status and scheduling).
     public func touch() { state.withLock { $0.lastUsed = Date() } }
@@ -151,12 +176,13 @@ public final class MirroredIndex: Sendable {
     public var lastRunFailed: Bool { state.withLock { $0.lastError != nil } }
 
     /// Ends a sync with its result; schedules the next one.
-    public func endSync(_ result: Result<(SearchIndex, SyncStats), SyncError>) {
+    public func endSync(_ result: Result<(MirrorVersion, SyncStats), SyncError>) {
         state.withLock { s in
             s.syncing = false
             switch result {
-            case .success(let (index, stats)):
-                s.current = index
+            case .success(let (version, stats)):
+                s.current = version.primary
+                s.replicas = version.replicas
                 s.lastStats = stats
                 s.lastSuccessfulSyncAt = Date()
                 s.lastError = nil
@@ -174,13 +200,21 @@ public final class MirroredIndex: Sendable {
     }
 
     /// Replaces the local version (manual build).
-    public func install(_ index: SearchIndex) { state.withLock { $0.current = index } }
+    public func install(_ version: MirrorVersion) {
+        state.withLock { s in
+            s.current = version.primary
+            s.replicas = version.replicas
+        }
+    }
 
-    /// Ends a manual build claimed with `beginSync`: installs `index` when it succeeded.
-    public func endBuild(_ index: SearchIndex?) {
+    /// Ends a manual build claimed with `beginSync`: installs `version` when it succeeded.
+    public func endBuild(_ version: MirrorVersion?) {
         state.withLock { s in
             s.syncing = false
-            if let index { s.current = index }
+            if let version {
+                s.current = version.primary
+                s.replicas = version.replicas
+            }
         }
     }
 
@@ -208,6 +242,15 @@ public final class MirroredIndex: Sendable {
             o["syncing"] = .bool(s.syncing)
             o["lastError"] = s.lastError.map { .string($0) } ?? .null
             o["lastSync"] = s.lastStats?.json ?? .null
+            if !s.replicas.isEmpty {
+                var replicas = JSONObject()
+                for (name, index) in s.replicas.sorted(by: { $0.key < $1.key }) {
+                    replicas[name] = [
+                        "virtual": .bool(index.isVirtualReplica), "objects": .int(Int64(index.objectCount)),
+                    ]
+                }
+                o["replicas"] = .object(replicas)
+            }
             return .object(o)
         }
     }

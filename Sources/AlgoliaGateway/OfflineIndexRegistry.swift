@@ -35,8 +35,10 @@ public final class OfflineIndexRegistry: Sendable {
             if let stored = try? store?.load(name: name) {
                 (index, how) = (stored, "offline index loaded")
             } else {
-                let (settings, records) = try BootstrapFiles.read(config.bootstrap, configuration)
-                index = SearchIndex(name: name, settings: settings, records: records)
+                let files = try BootstrapFiles.read(config.bootstrap, configuration)
+                index = SearchIndex(
+                    name: name, settings: files.settings, synonyms: files.synonyms, rules: files.rules,
+                    records: files.records)
                 if let store, config.bootstrap != nil {
                     do {
                         index = try store.save(index)
@@ -65,32 +67,76 @@ public struct AlgoliaSetupError: Error, CustomStringConvertible, Sendable {
     public let description: String
 }
 
-/// Reads the files of a `bootstrap:` (a settings object, object files that are arrays or browse answers).
+/// What the files of a `bootstrap:` (or of a manual build) hold.
+struct IndexFiles {
+    var settings: JSON = .object(JSONObject())
+    var synonyms: [JSON] = []
+    var rules: [JSON] = []
+    var records: [JSON] = []
+
+    /// Why a synonyms or rules file cannot be used.
+    struct Problem: Error {
+        let message: String
+    }
+
+    /// The synonym or rule objects of a file's JSON (an array, or a search answer with `hits`), each
+    /// checked to be an object with a string `objectID` (and, for synonyms, a `type`).
+    static func entries(_ json: JSON, kind: String) throws(Problem) -> [JSON] {
+        guard let items = json.arrayValue ?? json["hits"]?.arrayValue else {
+            throw Problem(message: "\(kind) must be a JSON array (or a search answer with `hits`)")
+        }
+        for (i, item) in items.enumerated() {
+            guard item.objectValue != nil, let id = item["objectID"]?.stringValue, !id.isEmpty else {
+                throw Problem(message: "\(kind)[\(i)] must be an object with a string objectID")
+            }
+            if kind == "synonyms" && item["type"]?.stringValue == nil {
+                throw Problem(message: "synonyms[\(i)] (\(id)) has no type")
+            }
+        }
+        return items.map { item in
+            guard case .object(var o) = item else { return item }
+            o["_highlightResult"] = nil
+            return .object(o)
+        }
+    }
+}
+
+/// Reads the files of a `bootstrap:` (a settings object, object files that are arrays or browse answers,
+/// a synonyms file, a rules file).
 enum BootstrapFiles {
     static func read(_ bootstrap: AlgoliaBootstrap?, _ configuration: MirrorgateConfiguration)
-        throws(AlgoliaSetupError) -> (JSON, [JSON])
+        throws(AlgoliaSetupError) -> IndexFiles
     {
-        var settings: JSON = .object(JSONObject())
-        var records: [JSON] = []
-        guard let bootstrap else { return (settings, records) }
+        var files = IndexFiles()
+        guard let bootstrap else { return files }
         if let file = bootstrap.settings {
-            settings = try readJSON(configuration.resolve(path: file))
-            if settings.objectValue == nil {
+            files.settings = try readJSON(configuration.resolve(path: file))
+            if files.settings.objectValue == nil {
                 throw AlgoliaSetupError(description: "\(file): settings must be a JSON object")
             }
         }
         for file in bootstrap.objects {
             let json = try readJSON(configuration.resolve(path: file))
             if let array = json.arrayValue {
-                records += array
+                files.records += array
             } else if let hits = json["hits"]?.arrayValue {
-                records += hits
+                files.records += hits
             } else {
                 throw AlgoliaSetupError(
                     description: "\(file): objects must be a JSON array or a browse response with `hits`")
             }
         }
-        return (settings, records)
+        for (kind, file) in [("synonyms", bootstrap.synonyms), ("rules", bootstrap.rules)] {
+            guard let file else { continue }
+            let json = try readJSON(configuration.resolve(path: file))
+            do {
+                let entries = try IndexFiles.entries(json, kind: kind)
+                if kind == "synonyms" { files.synonyms = entries } else { files.rules = entries }
+            } catch {
+                throw AlgoliaSetupError(description: "\(file): \(error.message)")
+            }
+        }
+        return files
     }
 
     static func readJSON(_ path: String) throws(AlgoliaSetupError) -> JSON {

@@ -19,9 +19,13 @@ struct AnswerPaths: Sendable {
     /// Whether the upstream is believed to answer (false without one).
     var isReachable: Bool { upstream?.reachability.isReachable ?? false }
 
-    /// Answers `request` from the local indices on the worker pool.
+    /// Answers `request` from the local indices on the worker pool (not at all when nobody waits for
+    /// the answer any more: the client is gone, or another answer won).
     func answerLocally(_ request: HTTPRequest, _ route: AlgoliaRoute, _ out: any Responder) {
-        pool.submit { out.respond(local.answer(request, route: route)) }
+        pool.submit {
+            if out.isAbandoned { return }
+            out.respond(local.answer(request, route: route, isAbandoned: { out.isAbandoned }))
+        }
     }
 
     /// Forwards `request`. For mirrored indices the answer is marked remote and a 2xx remembers the
@@ -45,6 +49,8 @@ struct AnswerPaths: Sendable {
         hooks.tagResults = tag && request.path.hasSuffix("/queries")
         hooks.onUnavailable = onUnavailable
         hooks.isCancelled = isCancelled
+        // A mirrored index's answer (or one with a local fallback) is never relayed in part.
+        hooks.wholeAnswer = !mirrored.isEmpty || onUnavailable != nil
         if !mirrored.isEmpty, let appId {
             let credentials = AlgoliaCredentials(request)
             let keys = self.keys
@@ -81,7 +87,7 @@ struct RequestStrategies: Sendable {
     /// Answers a read call whose indices are all local and of which `mirrored` (not empty) are mirrored,
     /// by the strategy of the request or of the first mirrored index.
     func run(_ request: HTTPRequest, _ route: AlgoliaRoute, mirrored: [String], _ out: any Responder) {
-        guard let first = catalog.mirrors[mirrored[0]]?.settings else { return }
+        guard let first = catalog.mirror(for: mirrored[0])?.settings else { return }
         let requested = Self.requested(request)
         let wantsStream =
             requested == .preventive || (request.headers["Accept"]?.contains("application/x-ndjson") ?? false)

@@ -19,6 +19,10 @@ public enum AlgoliaRoute: Equatable, Sendable {
     case facetSearch(index: String, facet: String)
     /// `POST /1/indexes/{i}/synonyms/search`
     case synonymSearch(index: String)
+    /// `POST /1/indexes/{i}/rules/search`
+    case ruleSearch(index: String)
+    /// `GET /1/indexes/{i}/rules/{objectID}`
+    case getRule(index: String, objectID: String)
     /// `GET /1/indexes`
     case listIndices
     /// Anything else addressing one index (writes, rules, tasks, …).
@@ -29,10 +33,10 @@ public enum AlgoliaRoute: Equatable, Sendable {
     /// The index this route addresses, if exactly one.
     public var index: String? {
         switch self {
-        case .search(let i), .browse(let i), .getSettings(let i), .synonymSearch(let i),
+        case .search(let i), .browse(let i), .getSettings(let i), .synonymSearch(let i), .ruleSearch(let i),
             .otherIndexCall(let i):
             return i
-        case .getObject(let i, _), .facetSearch(let i, _): return i
+        case .getObject(let i, _), .facetSearch(let i, _), .getRule(let i, _): return i
         case .multiQuery, .getObjects, .listIndices, .other: return nil
         }
     }
@@ -64,6 +68,10 @@ public enum AlgoliaRoute: Equatable, Sendable {
             return .facetSearch(index: index, facet: parts[2])
         case ("POST", 3) where parts[1] == "synonyms" && parts[2] == "search":
             return .synonymSearch(index: index)
+        case ("POST", 3) where parts[1] == "rules" && parts[2] == "search":
+            return .ruleSearch(index: index)
+        case ("GET", 3) where parts[1] == "rules" && !parts[2].isEmpty:
+            return .getRule(index: index, objectID: parts[2])
         case ("GET", 2) where !["settings", "browse", "task", "rules", "synonyms", "keys"].contains(parts[1]):
             return .getObject(index: index, objectID: parts[1])
         default: return .otherIndexCall(index: index)
@@ -97,17 +105,21 @@ extension AlgoliaRoute {
     /// body (empty when the body names none or is not JSON).
     public func indexNames(body: [UInt8]) -> [String] {
         if let index { return [index] }
-        guard self == .multiQuery || self == .getObjects, let json = try? JSON.parse(body),
-            let requests = json["requests"]?.arrayValue
-        else { return [] }
-        return requests.compactMap { $0["indexName"]?.stringValue }
+        return (parts(body: body) ?? []).compactMap { $0["indexName"]?.stringValue }
+    }
+
+    /// The `requests` of a multi-query or getObjects body (nil for other calls, or when the body has
+    /// none or is not JSON).
+    public func parts(body: [UInt8]) -> [JSON]? {
+        guard self == .multiQuery || self == .getObjects, let json = try? JSON.parse(body) else { return nil }
+        return json["requests"]?.arrayValue
     }
 
     /// Whether a local index can answer this call (Algolia's read API).
     public var isLocalRead: Bool {
         switch self {
         case .search, .multiQuery, .browse, .getObject, .getObjects, .getSettings, .facetSearch,
-            .synonymSearch:
+            .synonymSearch, .ruleSearch, .getRule:
             true
         case .listIndices, .otherIndexCall, .other: false
         }

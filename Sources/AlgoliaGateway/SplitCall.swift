@@ -24,11 +24,11 @@ struct SplitCall: Sendable {
         }
         let paths = self.paths
         let reachable = paths.isReachable
-        let mirrors = catalog.mirrors
+        let catalog = self.catalog
         func isLocal(_ part: JSON) -> Bool {
             guard let name = part["indexName"]?.stringValue else { return false }
             if catalog.offline.lookup(name) != nil { return true }
-            guard let mirror = mirrors[name] else { return false }
+            guard let mirror = catalog.mirror(for: name) else { return false }
             return (strategy ?? mirror.settings.strategy) == .offlineOnly || !reachable
         }
         let localIdx = parts.indices.filter { isLocal(parts[$0]) }
@@ -44,7 +44,8 @@ struct SplitCall: Sendable {
         }
         let answerLocally: @Sendable ([Int]) -> Void = { indices in
             paths.pool.submit {
-                let response = paths.local.answer(subRequest(indices), route: route)
+                let response = paths.local.answer(
+                    subRequest(indices), route: route, isAbandoned: { out.isAbandoned })
                 merger.fill(indices, response: response, origin: "local")
             }
         }
@@ -58,9 +59,10 @@ struct SplitCall: Sendable {
             merger.fill(remoteIdx, response: response, origin: "remote")
         }
         paths.forward(
-            subRequest(remoteIdx), capture, mirrored: remoteNames.filter { mirrors[$0] != nil }, tag: false
+            subRequest(remoteIdx), capture, mirrored: remoteNames.filter { catalog.mirror(for: $0) != nil },
+            tag: false
         ) {
-            if remoteNames.allSatisfy({ mirrors[$0] != nil }) {
+            if remoteNames.allSatisfy({ catalog.mirror(for: $0) != nil }) {
                 answerLocally(remoteIdx)
             } else {
                 merger.fail(

@@ -303,11 +303,21 @@ public struct DataSelectionQuery: Sendable, Equatable {
 /// `bootstrap:` of an Algolia index: files for a manual build (paths as written; see
 /// `MirrorgateConfiguration.resolve(path:)`).
 public struct AlgoliaBootstrap: Sendable, Equatable {
+    /// A settings object.
     public var settings: String?
+    /// Record files (JSON arrays, or browse answers with `hits`).
     public var objects: [String]
-    public init(settings: String? = nil, objects: [String] = []) {
+    /// A synonyms file (a JSON array of Algolia synonym objects, or a synonyms search answer).
+    public var synonyms: String?
+    /// A query rules file (a JSON array of Algolia rule objects, or a rules search answer).
+    public var rules: String?
+    public init(
+        settings: String? = nil, objects: [String] = [], synonyms: String? = nil, rules: String? = nil
+    ) {
         self.settings = settings
         self.objects = objects
+        self.synonyms = synonyms
+        self.rules = rules
     }
 }
 

@@ -59,6 +59,8 @@ extension MirrorgateConfiguration {
             guard let b else { return }
             if let s = b.settings { out.append(("\(prefix).bootstrap.settings", s)) }
             for o in b.objects { out.append(("\(prefix).bootstrap.objects", o)) }
+            if let s = b.synonyms { out.append(("\(prefix).bootstrap.synonyms", s)) }
+            if let r = b.rules { out.append(("\(prefix).bootstrap.rules", r)) }
         }
         for (name, index) in self.algolia.indices.sorted(by: { $0.key < $1.key }) {
             algolia("algolia.indices.\(name)", index.bootstrap)

@@ -273,15 +273,19 @@ extension ConfigReader {
                 objects = stringList(path.child("objects"), o) ?? []
             }
         }
+        let synonyms = optionalString(f, "synonyms", nil)
+        let rules = optionalString(f, "rules", nil)
         f.finish()
-        if settings == nil && objects.isEmpty {
+        if settings == nil && objects.isEmpty && synonyms == nil && rules == nil {
             if case .mapping = node.kind {
-                fail(path, node, "needs 'settings' (a file) and/or 'objects' (a list of files)")
+                fail(
+                    path, node,
+                    "needs 'settings', 'synonyms', 'rules' (files) and/or 'objects' (a list of files)")
             }
             return nil
         }
         gate(path, node, changed: true)
-        return AlgoliaBootstrap(settings: settings, objects: objects)
+        return AlgoliaBootstrap(settings: settings, objects: objects, synonyms: synonyms, rules: rules)
     }
 
     func readOfflineIndex(_ name: String, _ m: Fields) -> OfflineIndexConfig {

@@ -199,6 +199,16 @@ public struct HTTPResponse: Sendable {
 public protocol Responder: Sendable {
     /// Sends `response`. Returns false if the request was already answered or abandoned.
     @discardableResult func respond(_ response: HTTPResponse) -> Bool
+
+    /// Whether nobody waits for an answer any more: the request was answered (by the server at its
+    /// deadline, for example) or its client closed the connection. Long work for the request may stop
+    /// when this turns true. Polled; never blocks. False unless the responder knows better.
+    var isAbandoned: Bool { get }
+}
+
+extension Responder {
+    /// Not known to be abandoned.
+    public var isAbandoned: Bool { false }
 }
 
 /// The application. Each complete request is handed to `handle` on the server's polling thread, which

@@ -24,6 +24,8 @@ public struct CORSResponder: Responder {
         }
         return inner.respond(r)
     }
+
+    public var isAbandoned: Bool { inner.isAbandoned }
 }
 
 /// Sets `X-Mirrorgate-Origin` on every response that passes (replacing any value it had).
@@ -42,6 +44,8 @@ public struct OriginResponder: Responder {
         r.headers.set(MirrorgateHeader.origin, origin)
         return inner.respond(r)
     }
+
+    public var isAbandoned: Bool { inner.isAbandoned }
 }
 
 /// Lets only the first of several racing answers through (a forwarded answer against a local fallback);
@@ -60,6 +64,9 @@ public final class FirstWins: Responder, Sendable {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
         return inner.respond(response)
     }
+
+    /// True once an answer went through (the others are dropped) or the client is gone.
+    public var isAbandoned: Bool { isAnswered || inner.isAbandoned }
 }
 
 /// Receives a response as a value instead of sending it: a whole body goes to `body`; a streamed one is

@@ -240,6 +240,12 @@ final class ServerCore: @unchecked Sendable {
 
     func closed(_ slot: ConnectionSlot) { table.withLock { $0.closed(slot) } }
 
+    /// Whether the client of `slot` is gone: the connection was closed or shut down, or its peer closed
+    /// its side (a peek reads end-of-file). Under the table's lock, so a reused descriptor is never peeked.
+    func peerGone(_ slot: ConnectionSlot) -> Bool {
+        table.withLock { _ in slot.closed || slot.shut || Socket.peerClosed(slot.fd) }
+    }
+
     func requestStarted(_ slot: ConnectionSlot) { table.withLock { $0.requestStarted(slot) } }
 
     func requestEnded(_ slot: ConnectionSlot) {
@@ -442,6 +448,18 @@ final class RequestContext: @unchecked Sendable, Responder {
         guard let conn else { return false }
         MHD_resume_connection(conn)
         return true
+    }
+
+    /// Answered already (by a handler, or by the server at the deadline or shutdown), cut, or its client
+    /// closed the connection (a suspended connection is not watched by libmicrohttpd, so the socket is
+    /// peeked).
+    var isAbandoned: Bool {
+        let waiting = lock.withLock { _ -> Bool in
+            if case .dispatched = phase { return true }
+            return false
+        }
+        guard waiting, let slot else { return !waiting }
+        return core.peerGone(slot)
     }
 
     /// Takes the response to queue, once.

@@ -6,8 +6,8 @@ import SearchEngine
 import Synchronization
 
 /// An in-process fake Algolia on the gateway's own HTTP server adapter, on an ephemeral loopback port:
-/// `GET /1/isalive`, search (`POST …/query`), multi-query, browse, settings and synonym search of the
-/// indices it serves, for the credentials it accepts (else `403` in Algolia's format). ``fail(with:)``
+/// `GET /1/isalive`, search (`POST …/query`), multi-query, browse, settings, synonym and rule search of
+/// the indices it serves, for the credentials it accepts (else `403` in Algolia's format). ``fail(with:)``
 /// makes every call but `isalive` answer a status; ``stop()`` closes the port (connections refused).
 public final class FakeAlgoliaServer: Sendable {
     private let handler: FakeAlgoliaHandler
@@ -85,6 +85,8 @@ private final class FakeAlgoliaHandler: HTTPHandler {
                 return try json(index(name).settings(getVersion: 1))
             case .synonymSearch(let name):
                 return try json(index(name).searchSynonyms(params: body))
+            case .ruleSearch(let name):
+                return try json(index(name).searchRules(params: body))
             case .multiQuery:
                 var results: [JSON] = []
                 for item in body["requests"]?.arrayValue ?? [] {

@@ -84,6 +84,8 @@ extension SearchIndex {
     public func ignoredParameters(_ params: JSON) -> [String] {
         let merged = params.objectValue.map { _ in Self.mergedParameters(params) } ?? JSONObject()
         var out = ParameterAudit.ignored(merged, settings: false)
+        // A virtual replica applies it (relevant sort); see `relevantCandidates`.
+        if relevantSort { out.removeAll { $0 == "relevancyStrictness" } }
         if merged["aroundLatLng"] != nil && merged["aroundRadius"] == nil
             && merged["insideBoundingBox"] == nil
             && merged["insidePolygon"] == nil

@@ -29,14 +29,17 @@ struct Ranker {
 
     private enum KeyStep { case typo, geo, words, filters, proximity, attribute, exact, custom, sort }
 
+    /// `customFirst`: the custom ranking before every other criterion (a virtual replica's relevant
+    /// sort orders the relevant matches by it).
     init(
         data: IndexData, match: MatchResult, options: SearchOptions, geo: GeoQuery?,
-        filterScore: ((Int) -> Int)? = nil
+        filterScore: ((Int) -> Int)? = nil, customFirst: Bool = false
     ) throws(SearchError) {
         self.data = data
         self.filterScore = filterScore
         self.match = match
         var criteria = data.settings.ranking
+        if customFirst { criteria = [.custom] + criteria.filter { $0 != .custom } }
         if options.typoMode == .strict, let i = criteria.firstIndex(of: .typo) {
             criteria.remove(at: i)
             criteria.insert(.typo, at: 0)

@@ -23,6 +23,8 @@ public final class SearchIndex: Sendable {
     /// false, listed by ``searchRules(params:)``.
     public let rules: [JSON]
     let ruleSet: RuleSet
+    /// A virtual replica's relevant sort (see ``asVirtualReplica()``).
+    let relevantSort: Bool
 
     /// Builds the in-memory index from records (each an object; `objectID` taken as given, else the
     /// record's position).
@@ -41,6 +43,7 @@ public final class SearchIndex: Sendable {
             for record in records { add(record, nil) }
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -73,6 +76,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -101,6 +105,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
@@ -130,8 +135,9 @@ public final class SearchIndex: Sendable {
 
     init(
         name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], data: IndexData,
-        generation: String
+        generation: String, relevantSort: Bool = false
     ) {
+        self.relevantSort = relevantSort
         self.name = name
         settingsJSON = settings
         self.synonyms = synonyms
@@ -152,10 +158,26 @@ public final class SearchIndex: Sendable {
     /// The index settings the local engine does not apply (each local answer names them in its
     /// `message`; `mirrorgate status` can list them).
     public var ignoredSettings: [String] {
-        ParameterAudit.ignored(settingsJSON.objectValue ?? JSONObject(), settings: true).map {
-            "setting " + $0
-        }
+        var settings = settingsJSON.objectValue ?? JSONObject()
+        if relevantSort { settings["relevancyStrictness"] = nil }
+        return ParameterAudit.ignored(settings, settings: true).map { "setting " + $0 }
     }
+
+    /// The same index (records, settings, synonyms and rules shared) answering as one of Algolia's
+    /// virtual replicas: relevant sort. A search ranks the matches by the ranking formula without the
+    /// custom criterion, keeps the most relevant ones (`relevancyStrictness`, 100 by default), and
+    /// orders those by the index's `customRanking` (then by relevance). Exact when `relevancyStrictness`
+    /// is 0 (every match, sorted by `customRanking`) and for queries without words; otherwise Algolia's
+    /// own relevance threshold is not public, and the answer's `message` says the selection was
+    /// approximated (see ``search(_:)``).
+    public func asVirtualReplica() -> SearchIndex {
+        SearchIndex(
+            name: name, settings: settingsJSON, synonyms: synonyms, rules: rules, data: data,
+            generation: generation, relevantSort: true)
+    }
+
+    /// Whether this index answers as a virtual replica (``asVirtualReplica()``).
+    public var isVirtualReplica: Bool { relevantSort }
 
     /// All records in index order (parsed from the compact stored form on each call).
     public var records: [JSON] { (0..<data.count).map { data.record($0) } }

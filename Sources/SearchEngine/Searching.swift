@@ -195,7 +195,16 @@ extension SearchIndex {
                 }
             }
         }
-        let ranker = try Ranker(data: data, match: result, options: options, geo: geo, filterScore: scoring)
+        var relevantSortNote: String?
+        if relevantSort {
+            let textual = try Ranker(
+                data: data, match: result, options: options, geo: geo, filterScore: scoring)
+            (result.candidates, relevantSortNote) = try relevantCandidates(
+                result, textual, options, approximate: geo?.center != nil || scoring != nil)
+        }
+        let ranker = try Ranker(
+            data: data, match: result, options: options, geo: geo, filterScore: scoring,
+            customFirst: relevantSort)
 
         let hitsPerPage = max(0, min(1000, try options.int("hitsPerPage", default: 20)))
         let limit = max(0, min(20_000, try options.int("paginationLimitedTo", default: 1000)))
@@ -311,6 +320,7 @@ extension SearchIndex {
             response["appliedRules"] = .array(rules.applied.map { ["objectID": .string($0)] })
         }
         var ignored = ignoredSettings + ignoredParameters(.object(merged))
+        if let relevantSortNote { ignored.append(relevantSortNote) }
         for (feature, languages) in parsed.unsupportedLanguages.sorted(by: { $0.key < $1.key }) {
             ignored.append("\(feature) for \(languages.joined(separator: ", "))")
         }

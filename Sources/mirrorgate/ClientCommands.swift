@@ -69,6 +69,7 @@ enum StatusTable {
                     "LAST ERROR",
                 ]
             ]
+            var notApplied: [String] = []
             for (name, i) in indices {
                 let mirrored = i["mirrored"]?.boolValue ?? false
                 r.append([
@@ -76,8 +77,20 @@ enum StatusTable {
                     text(i["lastSuccessfulSyncAt"]), text(i["nextSyncAt"]),
                     mirrored ? yesNo(i["syncing"]) : "-", text(i["lastError"]),
                 ])
+                notApplied += notAppliedLines(name, i["notApplied"])
+                for (replica, entry) in i["replicas"]?.objectValue ?? JSONObject() {
+                    let kind = entry["virtual"]?.boolValue == true ? "virtual replica" : "replica"
+                    r.append([
+                        replica, "\(kind) of \(name)", "yes", text(entry["objects"]), "-", "-", "-", "-",
+                    ])
+                    notApplied += notAppliedLines(replica, entry["notApplied"])
+                }
             }
             out += table(r) + "\n"
+            if !notApplied.isEmpty {
+                out += "not applied by local answers (each such answer says so in its message):\n"
+                out += notApplied.joined(separator: "\n") + "\n\n"
+            }
         }
         let services = doc["odata"]?["services"]?.objectValue ?? JSONObject()
         if !services.keys.isEmpty {
@@ -116,6 +129,17 @@ enum StatusTable {
             for line in why { out += line + "\n" }
         }
         return out
+    }
+
+    /// `  NAME: a; b` for an index's `notApplied` settings and parameters (nothing when both are empty).
+    static func notAppliedLines(_ name: String, _ v: JSON?) -> [String] {
+        let names =
+            (v?["settings"]?.arrayValue ?? [])
+            + (v?["parameters"]?.arrayValue ?? []).map {
+                .string("parameter " + ($0.stringValue ?? ""))
+            }
+        let list = names.compactMap(\.stringValue)
+        return list.isEmpty ? [] : ["  \(name): " + list.joined(separator: "; ")]
     }
 
     static func yesNo(_ v: JSON?) -> String {
@@ -391,8 +415,9 @@ struct Painter {
     }
 }
 
-/// `mirrorgate build [--config FILE] INDEX --settings FILE --objects FILE...`: asks the running gateway
-/// to build a new version of a mirrored index from files (paths sent as absolute paths).
+/// `mirrorgate build [--config FILE] INDEX --settings FILE --objects FILE... [--synonyms FILE] [--rules FILE]`:
+/// asks the running gateway to build a new version of a mirrored index from files (paths sent as absolute
+/// paths).
 struct Build: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Build a mirrored index from a settings file and object files (manual bootstrap).")
@@ -410,8 +435,11 @@ struct Build: ParsableCommand {
         help: "Object files (JSON arrays of records, or browse answers with `hits`).")
     var objects: [String] = []
 
-    @Option(name: .long, help: "Synonyms file (a JSON array), optional.")
+    @Option(name: .long, help: "Synonyms file (a JSON array of Algolia synonym objects), optional.")
     var synonyms: String?
+
+    @Option(name: .long, help: "Query rules file (a JSON array of Algolia rule objects), optional.")
+    var rules: String?
 
     func validate() throws {
         if objects.isEmpty { throw ValidationError("give at least one file with --objects") }
@@ -424,10 +452,12 @@ struct Build: ParsableCommand {
         }
         let settingsPath = try settings.map(Self.absolute)
         let synonymsPath = try synonyms.map(Self.absolute)
+        let rulesPath = try rules.map(Self.absolute)
         let objectPaths = try objects.map(Self.absolute)
         var body = JSONObject()
         if let settingsPath { body["settingsFile"] = .string(settingsPath) }
         if let synonymsPath { body["synonymsFile"] = .string(synonymsPath) }
+        if let rulesPath { body["rulesFile"] = .string(rulesPath) }
         body["objectFiles"] = .array(objectPaths.map { .string($0) })
         let client = AdminClient(configuration: config)
         let index = self.index

@@ -283,3 +283,40 @@ def test_build_command_with_relative_paths(gateway_factory, tmp_path):
     st, _, res = offline_search(gw, {"query": "manual", "facets": ["color"]})
     assert st == 200 and res["nbHits"] == 4
     assert res["facets"]["color"] == {"red": 2, "blue": 1, "green": 1}
+
+
+def test_build_command_takes_synonyms_and_rules(gateway_factory, tmp_path):
+    gw = gateway_factory(offline_config(tmp_path))
+    work = tmp_path / "files"
+    work.mkdir()
+    (work / "a.json").write_text(json.dumps(BUILT))
+    synonym = {"objectID": "s", "type": "synonym", "synonyms": ["crimson", "red"]}
+    (work / "synonyms.json").write_text(json.dumps([synonym]))
+    rule = {"objectID": "r", "conditions": [{"pattern": "blue", "anchoring": "is"}],
+            "consequence": {"promote": [{"objectID": "m0", "position": 0}], "userData": {"promo": 1}}}
+    (work / "rules.json").write_text(json.dumps([rule]))
+    (work / "bad-rules.json").write_text(json.dumps([{"consequence": {}}]))
+
+    def build(*args: str):
+        r = None
+        for _ in range(20):  # a failing scheduled sync may hold the index for a moment (409)
+            r = cli(gw, "build", "products", "--objects", "a.json", *args, cwd=work)
+            if r.returncode == 0 or "sync" not in r.stderr:
+                break
+            time.sleep(0.1)
+        return r
+
+    r = build("--rules", "bad-rules.json")
+    assert r.returncode == 1 and "rules[0] must be an object with a string objectID" in r.stderr, r.stderr
+    r = build("--synonyms", "synonyms.json", "--rules", "rules.json")
+    assert r.returncode == 0, r.stderr
+    st, _, res = offline_search(gw, {"query": "crimson"})
+    assert st == 200 and {h["objectID"] for h in res["hits"]} == {"m0", "m2"}
+    st, _, res = offline_search(gw, {"query": "blue"})
+    assert [h["objectID"] for h in res["hits"]] == ["m0", "m1"]
+    assert res["appliedRules"] == [{"objectID": "r"}] and res["userData"] == [{"promo": 1}]
+    # what local answers did not apply is listed by `mirrorgate status`
+    offline_search(gw, {"query": "blue", "clickAnalytics": True})
+    r = cli(gw, "status")
+    assert r.returncode == 0, r.stderr
+    assert "products: parameter clickAnalytics" in r.stdout, r.stdout

@@ -3,8 +3,10 @@ upstream, then searched locally (X-Mirrorgate-Strategy: offlineOnly) with the pa
 Every expectation below is what Algolia's documentation says the service answers for this corpus
 (parameter pages for ignorePlurals, removeStopWords, optionalWords, removeWordsIfNoResults,
 advancedSyntax, alternativesAsExact, optionalFilters, sumOrFiltersScores, insidePolygon, aroundPrecision,
-placeholders, renderingContent, getSettings). Query rules and replicas are not synced by the gateway yet;
-the engine's rules are covered by the SearchEngine unit tests (RuleTests).
+placeholders, renderingContent, getSettings; query rules: conditions, consequences, enableRules,
+ruleContexts, appliedRules; replicas and relevant sort). The upstream also holds query rules and two
+replicas of `products` (a standard one ranked by ascending price, a virtual one with a descending-price
+custom ranking): the sync brings them home, and the mirror answers rules and replicas itself.
 """
 
 from __future__ import annotations
@@ -42,6 +44,109 @@ SYNONYMS = [
     {"objectID": "s1", "type": "synonym", "synonyms": ["automobile", "car"]},
     {"objectID": "s2", "type": "placeholder", "placeholder": "<Street>", "replacements": ["street", "st"]},
 ]
+# Query rules (Algolia's rule objects), each written for a query no case above uses, so that the cases
+# above keep their meaning; they cover conditions (pattern with each anchoring, {facet:…}, alternatives,
+# context, filters, validity, enabled) and consequences (query edits, automaticFacetFilters, promote, hide,
+# filterPromotes, userData, renderingContent, params).
+RULE_RENDERING = {"facetOrdering": {"facets": {"order": ["kind"]}}}
+RULES = [
+    {"objectID": "bargain", "conditions": [{"pattern": "bargain", "anchoring": "contains"}],
+     "consequence": {"params": {"query": {"edits": [{"type": "remove", "delete": "bargain"}]}},
+                     "promote": [{"objectID": "p05", "position": 0}]}},
+    {"objectID": "hide-trap", "conditions": [{"pattern": "trap", "anchoring": "is"}],
+     "consequence": {"hide": [{"objectID": "p11"}]}},
+    {"objectID": "sneakers", "conditions": [{"pattern": "sneakers", "anchoring": "is"}],
+     "consequence": {"params": {"query": {"edits": [{"type": "replace", "delete": "sneakers", "insert": "shoes"}]}}}},
+    {"objectID": "brand-facet", "conditions": [{"pattern": "{facet:brand}", "anchoring": "contains"}],
+     "consequence": {"params": {"automaticFacetFilters": ["brand"]}}},
+    {"objectID": "kids-context", "conditions": [{"context": "kids"}],
+     "consequence": {"params": {"filters": "kind:toy"}}},
+    {"objectID": "ciudad", "conditions": [{"pattern": "ciudad", "anchoring": "contains"}],
+     "consequence": {"userData": {"banner": "libros"}, "renderingContent": RULE_RENDERING}},
+    {"objectID": "disabled", "enabled": False, "conditions": [{"pattern": "spa", "anchoring": "is"}],
+     "consequence": {"promote": [{"objectID": "p01", "position": 0}]}},
+    {"objectID": "expired", "validity": [{"from": 1, "until": 2}],
+     "conditions": [{"pattern": "corner", "anchoring": "is"}],
+     "consequence": {"promote": [{"objectID": "p01", "position": 0}]}},
+    {"objectID": "starts-three", "conditions": [{"pattern": "three", "anchoring": "startsWith"}],
+     "consequence": {"userData": {"starts": "three"}}},
+    {"objectID": "ends-village", "conditions": [{"pattern": "village", "anchoring": "endsWith"}],
+     "consequence": {"userData": {"ends": "village"}}},
+    {"objectID": "alt-automobile", "conditions": [{"pattern": "automobile", "anchoring": "is", "alternatives": True}],
+     "consequence": {"userData": {"alternative": "automobile"}}},
+    {"objectID": "home-filter", "conditions": [{"filters": "brand:Home"}],
+     "consequence": {"userData": {"home": True}}},
+    {"objectID": "discount", "conditions": [{"pattern": "discount", "anchoring": "is"}],
+     "consequence": {"params": {"query": {"edits": [{"type": "remove", "delete": "discount"}]}},
+                     "promote": [{"objectID": "p01", "position": 0}], "filterPromotes": True}},
+]
+
+
+def brand_match(r: dict, oid: str) -> str:
+    return next(h["_highlightResult"]["brand"]["matchLevel"] for h in r["hits"] if h["objectID"] == oid)
+
+
+def applied(r: dict) -> list[str]:
+    return [a["objectID"] for a in r.get("appliedRules", [])]
+
+
+# (params, check) on `products`: what Algolia's rules documentation says the answer holds.
+RULE_CASES = [
+    ({"query": "bargain car"}, lambda r: ids(r)[0] == "p05" and set(ids(r)) == {"p01", "p02", "p03", "p05"}
+     and applied(r) == ["bargain"]),
+    ({"query": "bargain car", "enableRules": False}, lambda r: r["nbHits"] == 0 and "appliedRules" not in r),
+    ({"query": "trap"}, lambda r: r["nbHits"] == 0 and applied(r) == ["hide-trap"]),
+    ({"query": "mouse trap"}, lambda r: ids(r) == ["p11"] and "appliedRules" not in r),
+    ({"query": "sneakers"}, lambda r: ids(r) == ["p04"] and applied(r) == ["sneakers"]),
+    # automaticFacetFilters: the brand's word leaves the query and becomes a filter (so it is no longer
+    # highlighted in the hit)
+    ({"query": "calm car"}, lambda r: ids(r) == ["p02"] and applied(r) == ["brand-facet"]
+     and brand_match(r, "p02") == "none"),
+    ({"query": "calm car", "enableRules": False}, lambda r: ids(r) == ["p02"] and "appliedRules" not in r
+     and brand_match(r, "p02") == "partial"),
+    ({"query": "", "ruleContexts": ["kids"]}, lambda r: ids(r) == ["p03"] and applied(r) == ["kids-context"]),
+    ({"query": "", "ruleContexts": ["adults"]}, lambda r: r["nbHits"] == len(RECORDS) and "appliedRules" not in r),
+    ({"query": "ciudad"}, lambda r: ids(r) == ["p08"] and r["userData"] == [{"banner": "libros"}]
+     and r["renderingContent"] == RULE_RENDERING),
+    ({"query": "spa"}, lambda r: ids(r) == ["p05"] and "appliedRules" not in r),
+    ({"query": "corner"}, lambda r: ids(r) == ["p10"] and "appliedRules" not in r),
+    ({"query": "three mice"}, lambda r: ids(r) == ["p12"] and r["userData"] == [{"starts": "three"}]),
+    ({"query": "mice three"}, lambda r: ids(r) == ["p12"] and "userData" not in r),
+    ({"query": "du village"}, lambda r: ids(r) == ["p06"] and r["userData"] == [{"ends": "village"}]),
+    ({"query": "village du"}, lambda r: ids(r) == ["p06"] and "userData" not in r),
+    ({"query": "car"}, lambda r: r.get("userData") == [{"alternative": "automobile"}]),
+    ({"query": "car", "synonyms": False}, lambda r: "userData" not in r),
+    ({"query": "", "filters": "brand:Home"}, lambda r: set(ids(r)) == {"p11", "p12"} and r["userData"] == [{"home": True}]),
+    ({"query": "", "filters": "brand:Map"}, lambda r: "userData" not in r),
+    ({"query": "discount", "filters": "brand:Calm"}, lambda r: set(ids(r)) == {"p02", "p05"} and applied(r) == ["discount"]),
+    ({"query": "discount"}, lambda r: ids(r)[0] == "p01" and r["nbHits"] == len(RECORDS)),
+]
+
+PRICES = {r["objectID"]: r["price"] for r in RECORDS}
+BY_PRICE = sorted(PRICES, key=PRICES.get)
+REPLICAS = ["products_price_asc", "virtual(products_price_desc)"]
+ASC_SETTINGS = {
+    "attributesForFaceting": ["brand", "kind"], "primary": "products",
+    "ranking": ["asc(price)", "typo", "geo", "words", "filters", "proximity", "attribute", "exact", "custom"],
+}
+DESC_SETTINGS = {"customRanking": ["desc(price)"], "relevancyStrictness": 0, "primary": "products"}
+
+# (index, params, check): standard replica (its own ranking: exhaustive sort) and virtual replica
+# (relevant sort: with relevancyStrictness 0 every match, by its customRanking).
+REPLICA_CASES = [
+    ("products_price_asc", {"query": ""}, lambda r: ids(r) == BY_PRICE),
+    ("products_price_asc", {"query": "car"}, lambda r: ids(r) == ["p03", "p02", "p01"]),
+    ("products_price_asc", {"query": "", "facets": ["brand"]}, lambda r: r["facets"]["brand"]["Calm"] == 2),
+    ("products_price_asc", {"query": "bargain car"}, lambda r: r["nbHits"] == 0 and "appliedRules" not in r),
+    ("products_price_desc", {"query": ""}, lambda r: ids(r) == BY_PRICE[::-1] and not_applied(r) == []),
+    ("products_price_desc", {"query": "car"}, lambda r: ids(r) == ["p01", "p02", "p03"] and not_applied(r) == []),
+    ("products_price_desc", {"query": "book", "restrictSearchableAttributes": ["kind"]},
+     lambda r: ids(r) == ["p07", "p06", "p08", "p12"]),
+    ("products_price_desc", {"query": "car", "relevancyStrictness": 100},
+     lambda r: ids(r) == ["p01", "p02", "p03"] and any("relevant sort approximated" in m for m in not_applied(r))),
+    ("products_price_desc", {"query": "", "relevancyStrictness": 100}, lambda r: ids(r) == BY_PRICE[::-1]),
+]
+
 HEADERS = {
     "X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY, "Content-Type": "application/json",
     "X-Mirrorgate-Strategy": "offlineOnly",
@@ -192,8 +297,11 @@ BAD = [
 @pytest.fixture
 def upstream():
     f = FakeAlgolia(browse_page_size=5).start()
-    f.seed("products", RECORDS, SETTINGS)
+    f.seed("products", RECORDS, dict(SETTINGS, replicas=REPLICAS))
     f.index("products").synonyms = [dict(s) for s in SYNONYMS]
+    f.index("products").rules = [json.loads(json.dumps(r)) for r in RULES]
+    f.seed("products_price_asc", [], ASC_SETTINGS)
+    f.seed("products_price_desc", [], DESC_SETTINGS)
     yield f
     if not f.stopping:
         f.stop()
@@ -207,26 +315,30 @@ def gw(gateway_factory, upstream):
     return g
 
 
-def local(gw, params: dict) -> tuple[int, dict]:
+def local(gw, params: dict, index: str = "products") -> tuple[int, dict]:
     st, headers, body = request(
-        "POST", gw.url("/1/indexes/products/query"), body=json.dumps(params).encode(), headers=HEADERS, timeout=10
+        "POST", gw.url(f"/1/indexes/{index}/query"), body=json.dumps(params).encode(), headers=HEADERS, timeout=10
     )
     assert headers.get("x-mirrorgate-origin") == "local", (st, body)
     return st, json.loads(body)
 
 
 def test_local_answers_follow_algolias_documented_semantics(gw):
-    assert len(CASES) >= 60
+    cases = [("products", p, c) for p, c in CASES + RULE_CASES] + REPLICA_CASES
+    assert len(cases) >= 60
     failures = []
-    for params, check in CASES:
-        st, res = local(gw, params)
+    for index, params, check in cases:
+        st, res = local(gw, params, index)
         ok = False
         try:
             ok = st == 200 and bool(check(res))
         except (KeyError, IndexError, StopIteration, TypeError):
             ok = False
         if not ok:
-            failures.append((params, st, {k: res.get(k) for k in ("nbHits", "message", "queryAfterRemoval")}, ids(res) if "hits" in res else res))
+            failures.append(
+                (index, params, st, {k: res.get(k) for k in ("nbHits", "message", "queryAfterRemoval", "appliedRules")},
+                 ids(res) if "hits" in res else res)
+            )
     assert not failures, failures
 
 
@@ -257,3 +369,47 @@ def test_official_client_gets_no_warning_and_settings_with_defaults(gw, upstream
         assert s["queryType"] == "prefixLast" and s["removeWordsIfNoResults"] == "none"
         assert s["alternativesAsExact"] == ["ignorePlurals", "singleWordSynonym"]
         assert ("synonyms" in s) == (version == "1")
+
+
+def test_rules_and_replicas_through_the_official_client_offline(gw, upstream):
+    upstream.stop()  # the client's default strategy then answers locally
+    c = client_for(gw)
+    both = c.search(
+        {"requests": [{"indexName": "products", "query": "bargain car"},
+                      {"indexName": "products_price_asc", "query": "car"}]}
+    ).to_dict()
+    first, second = both["results"]
+    assert first["origin"] == "local" and ids(first)[0] == "p05" and applied(first) == ["bargain"]
+    assert ids(second) == ["p03", "p02", "p01"]
+    objects = c.get_objects(
+        {"requests": [{"indexName": "products_price_desc", "objectID": "p04"},
+                      {"indexName": "products", "objectID": "p99"}]}
+    ).to_dict()
+    assert objects["results"][0]["name"] == "Running shoes for the feet" and objects["results"][1] is None
+    found = c.search_rules("products", {"query": "sneakers"}).to_dict()
+    assert found["nbHits"] == 1 and found["hits"][0]["objectID"] == "sneakers"
+    contextual = c.search_rules("products", {"context": "kids"}).to_dict()
+    assert [h["objectID"] for h in contextual["hits"]] == ["kids-context"]
+    rule = c.get_rule("products", "hide-trap").to_dict()
+    assert rule["objectID"] == "hide-trap" and rule["consequence"]["hide"] == [{"objectID": "p11"}]
+    listed = {i["name"]: i for i in c.list_indices().to_dict()["items"]}
+    assert set(listed) == {"products", "products_price_asc", "products_price_desc"}
+    assert listed["products"]["replicas"] == REPLICAS and listed["products"]["entries"] == len(RECORDS)
+    assert listed["products_price_asc"]["primary"] == "products"
+    assert listed["products_price_desc"]["virtual"] is True
+    hdrs = {"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY}
+    st, _, body = request("GET", gw.url("/1/indexes/products_price_desc/settings"), headers=hdrs)
+    settings = json.loads(body)
+    assert st == 200 and settings["customRanking"] == ["desc(price)"] and settings["primary"] == "products"
+    assert settings["attributesForFaceting"] == SETTINGS["attributesForFaceting"]  # the primary's
+    st, _, body = request("GET", gw.url("/1/indexes/products/rules/nope"), headers=hdrs)
+    assert st == 404 and json.loads(body)["status"] == 404
+
+
+def test_the_status_names_replicas_and_what_local_answers_did_not_apply(gw):
+    local(gw, {"query": "car", "clickAnalytics": True})
+    st, _, body = request("GET", gw.url("/_mirrorgate/status"), headers=gw.admin_headers())
+    products = json.loads(body)["algolia"]["indices"]["products"]
+    assert "clickAnalytics" in products["notApplied"]["parameters"]
+    assert products["replicas"]["products_price_desc"]["virtual"] is True
+    assert products["replicas"]["products_price_asc"]["objects"] == len(RECORDS)

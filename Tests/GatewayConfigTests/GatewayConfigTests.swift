@@ -141,7 +141,7 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
                   mirrored: false
                   requestStrategy: onlineOnly
               offlineIndices:
-                notes: {bootstrap: {objects: notes.json}, apiKeys: [k1, k2]}
+                notes: {bootstrap: {objects: notes.json, synonyms: syn.json, rules: rules.json}, apiKeys: [k1, k2]}
                 empty:
             odata:
               services:
@@ -198,7 +198,9 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(p.dataSelectionQueries[1].queryJSON == nil)
         #expect(p.bootstrap == AlgoliaBootstrap(settings: "s.json", objects: ["a.json", "b.json"]))
         #expect(c.algolia.indices["online"]?.mirrored == false)
-        #expect(c.algolia.offlineIndices["notes"]?.bootstrap == AlgoliaBootstrap(objects: ["notes.json"]))
+        #expect(
+            c.algolia.offlineIndices["notes"]?.bootstrap
+                == AlgoliaBootstrap(objects: ["notes.json"], synonyms: "syn.json", rules: "rules.json"))
         #expect(c.algolia.offlineIndices["notes"]?.apiKeys == ["k1", "k2"])
         #expect(c.algolia.offlineIndices["empty"] == OfflineIndexConfig(name: "empty"))
         let s = try #require(c.odata.services["sales"])

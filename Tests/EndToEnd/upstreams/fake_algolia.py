@@ -10,7 +10,11 @@ It implements just enough of Algolia's search API for the official Python client
     GET  /1/indexes/{i}/settings         settings stored per index
     PUT  /1/indexes/{i}/settings         replace settings
     POST|GET /1/indexes/{i}/browse       cursor paging (page size min(hitsPerPage, browse_page_size))
-    POST /1/indexes/{i}/synonyms/search  the synonyms stored per index (`index(name).synonyms`)
+    POST /1/indexes/{i}/synonyms/search  the synonyms stored per index (`index(name).synonyms`), paged
+                                         (`page`, `hitsPerPage`, default 100)
+    POST /1/indexes/{i}/rules/search     the query rules stored per index (`index(name).rules`), paged
+                                         (`page`, `hitsPerPage`, default 20), filtered by `query`
+    GET  /1/indexes/{i}/rules/{objectID} one rule
     GET  /1/indexes/{i}/{objectID}       one record
     GET  /_fake/trickle?chunks=N&size=B&interval=S[&burst=B][&first_delay=S]
                                          a slowly streamed (chunked) response: `burst` bytes at once,
@@ -27,8 +31,12 @@ requests through unchanged and relayed responses unchanged. Every JSON answer ca
 field ``"_upstream": <name>`` so a test can tell which upstream answered.
 
 Fault modes (attributes, changeable at run time): ``delay`` (seconds before answering),
-``fail_status`` (answer every /1/ request with that status and an Algolia error body), and
-``retry_after`` (sent with a 429).
+``fail_status`` (answer every /1/ request with that status and an Algolia error body),
+``retry_after`` (sent with a 429), and ``raw_fault`` for every /1/indexes request: ``"garbage"`` (bytes
+that are not an HTTP response, then close) or ``"reset"`` (the connection reset without an answer).
+
+A replica is an index like any other: seed its settings (with ``primary``) and list it in the primary's
+``replicas`` setting (``virtual(name)`` for a virtual one).
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ class Recorded:
 class _Index:
     objects: dict[str, dict] = field(default_factory=dict)
     synonyms: list[dict] = field(default_factory=list)
+    rules: list[dict] = field(default_factory=list)
     settings: dict = field(
         default_factory=lambda: {
             "minWordSizefor1Typo": 4,
@@ -97,6 +106,7 @@ class FakeAlgolia:
         self.delay = 0.0
         self.fail_status: int | None = None
         self.retry_after: str | None = None
+        self.raw_fault: str | None = None
         self.lock = threading.Lock()
         self.records: list[Recorded] = []
         self.indices: dict[str, _Index] = {}
@@ -243,6 +253,18 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith(f"/1/indexes/_{special}"):
                 self._fake_route(rec, f"/_fake/{special}", query)
                 return
+        if fake.raw_fault is not None and path.startswith("/1/indexes"):
+            rec.status = -1
+            if fake.raw_fault == "reset":
+                import socket
+                import struct
+
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                self.wfile.write(b"\x00\x01 this is not HTTP\r\n\r\n")
+                self.wfile.flush()
+            self.close_connection = True
+            return
         if fake.fail_status is not None and path.startswith("/1/"):
             st = fake.fail_status
             extra = {}
@@ -418,9 +440,31 @@ class _Handler(BaseHTTPRequestHandler):
                 idx.settings.update(body)
             return 200, {"taskID": fake.new_task(), "updatedAt": "2026-01-01T00:00:00.000Z"}
         if rest == ["synonyms", "search"] and m == "POST":
+            params = _params_of(body or {})
             with fake.lock:
                 hits = [dict(x) for x in idx.synonyms]
-            return 200, {"hits": hits, "nbHits": len(hits)}
+            hpp = int(params.get("hitsPerPage", 100))
+            page = int(params.get("page", 0))
+            return 200, {"hits": hits[page * hpp : (page + 1) * hpp], "nbHits": len(hits)}
+        if rest == ["rules", "search"] and m == "POST":
+            params = _params_of(body or {})
+            q = str(params.get("query", "")).lower()
+            with fake.lock:
+                hits = [dict(x) for x in idx.rules if not q or q in json.dumps(x).lower()]
+            hpp = int(params.get("hitsPerPage", 20))
+            page = int(params.get("page", 0))
+            return 200, {
+                "hits": hits[page * hpp : (page + 1) * hpp],
+                "nbHits": len(hits),
+                "page": page,
+                "nbPages": (len(hits) + hpp - 1) // hpp,
+            }
+        if len(rest) == 2 and rest[0] == "rules" and m == "GET":
+            with fake.lock:
+                rule = next((dict(x) for x in idx.rules if x.get("objectID") == rest[1]), None)
+            if rule is None:
+                return 404, {"message": "ObjectID does not exist", "status": 404}
+            return 200, rule
         if rest == ["browse"] and m in ("POST", "GET"):
             params = _params_of(body or {}) if m == "POST" else qs
             return 200, self._browse(name, params)
