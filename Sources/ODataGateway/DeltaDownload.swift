@@ -73,9 +73,26 @@ extension ODataDownloader {
         }
     }
 
+    /// Downloads one defining request (see ``downloadOnce(_:pending:)``), again when requests left the queue
+    /// while it ran (an upload: what was read may predate it), at most three times.
+    func download(_ request: ODataMirrorSettings.DefiningRequest) throws -> (
+        read: ODataDownloadStats.RequestRead, stored: [String: Int]
+    ) {
+        for _ in 1..<3 {
+            do {
+                return try downloadOnce(request, pending: try pendingChanges())
+            } catch is MirrorDownloadRaced {
+                continue
+            }
+        }
+        do { return try downloadOnce(request, pending: try pendingChanges()) } catch is MirrorDownloadRaced {
+            throw MirrorError("requests were uploaded during each of 3 downloads; it is retried later")
+        }
+    }
+
     /// Downloads one defining request: by its stored delta link when there is one (and the request can be
     /// read by delta), else in full.
-    func download(
+    func downloadOnce(
         _ request: ODataMirrorSettings.DefiningRequest,
         pending: @escaping (Database) throws -> MirrorPendingChanges
     ) throws -> (read: ODataDownloadStats.RequestRead, stored: [String: Int]) {

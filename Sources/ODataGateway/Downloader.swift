@@ -181,8 +181,7 @@ final class ODataDownloader: ODataServicePart {
         }
         var stats = ODataDownloadStats(entitySets: [:], durationMs: 0)
         for request in mirrorSettings.definingRequests {
-            let pending = try pendingChanges()
-            let read = try download(request, pending: pending)
+            let read = try download(request)
             stats.requests[request.name] = read.read
             for (k, v) in read.stored { stats.entitySets[k, default: 0] += v }
         }

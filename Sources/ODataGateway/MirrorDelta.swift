@@ -12,8 +12,8 @@ public struct MirrorPendingChanges: Sendable {
     /// stored.
     public var entities: Set<String>
     /// Of ``entities``, those whose requests left the queue (uploaded, archived, undone) while the
-    /// download ran: the downloaded version may predate or follow the upload, so when one of them is
-    /// passed over the request's delta link is not kept (its next download is a full read).
+    /// download ran: the downloaded rows may predate the upload, so the download is not stored
+    /// (``MirrorDownloadRaced``) and is read again.
     public var settled: Set<String>
 
     /// Nothing queued.
@@ -40,6 +40,11 @@ public struct MirrorDownloadOutcome: Sendable {
     /// Whether a delta link was kept for the next download.
     public var deltaLinkKept = false
 }
+
+/// Thrown inside a download's transaction (rolled back) when requests left the queue while the download
+/// ran: what was downloaded may predate their upload, and the rows written locally may since carry server
+/// keys no queued request names. The download reads the defining request again.
+public struct MirrorDownloadRaced: Error, Sendable {}
 
 /// An entity a delta says is gone: its set and its key (the `Set(key)` text the upstream named, or the
 /// key properties it sent).
@@ -108,7 +113,7 @@ extension ODataMirror {
     /// keys), passing over those with local changes pending in `p`; counts into `outcome`.
     static func storeDownloaded(
         _ db: Database, _ m: MirrorModel, request: String, set: String, _ entities: [MirrorEntity],
-        _ p: MirrorPendingChanges, _ outcome: inout MirrorDownloadOutcome, passedSettled: inout Bool
+        _ p: MirrorPendingChanges, _ outcome: inout MirrorDownloadOutcome
     ) throws {
         guard let layout = m.layouts[set] else { return }
         let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
@@ -118,7 +123,6 @@ extension ODataMirror {
                 p.entities.contains(name)
             {
                 outcome.keptLocal += 1
-                if p.settled.contains(name) { passedSettled = true }
                 continue
             }
             try statement.bind(MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
@@ -134,9 +138,8 @@ extension ODataMirror {
     /// are stored (replacing the rows with their keys, scoped to the request), `removed` ones deleted,
     /// except entities with a local change still queued (`pending`, evaluated inside the transaction:
     /// pending local changes win until they are uploaded); then `deltaLink` becomes the request's delta
-    /// link — unless an entity whose request left the queue during the download was passed over, when the
-    /// link is forgotten so that the next download reads the request in full. Applying the same delta
-    /// twice changes nothing more.
+    /// link. Throws ``MirrorDownloadRaced`` (nothing stored) when requests left the queue during the
+    /// download. Applying the same delta twice changes nothing more.
     func applyDelta(
         request: String, query: String, changed: [String: [MirrorEntity]], removed: [MirrorRemoval],
         pending: ((Database) throws -> MirrorPendingChanges)?, deltaLink: String?
@@ -148,17 +151,15 @@ extension ODataMirror {
         try pool.write { db in
             try db.transaction {
                 let p = try pending?(db) ?? .none
-                var passedSettled = false
+                if !p.settled.isEmpty { throw MirrorDownloadRaced() }
                 for (set, entities) in changed.sorted(by: { $0.key < $1.key }) {
                     try Self.storeDownloaded(
-                        db, m, request: request, set: set, entities, p, &outcome,
-                        passedSettled: &passedSettled)
+                        db, m, request: request, set: set, entities, p, &outcome)
                 }
                 for r in removed {
                     let name = ODataKeyText.canonical(r.entity, model: m)
                     if p.entities.contains(name) {
                         outcome.keptLocal += 1
-                        if p.settled.contains(name) { passedSettled = true }
                         continue
                     }
                     guard let (layout, key) = ODataKeyText.locate(r.entity, model: m) else { continue }
@@ -182,7 +183,7 @@ extension ODataMirror {
                         #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
                         [.text(request), .text(set), .text(query), .integer(Int64(count)), .text(now)])
                 }
-                outcome.deltaLinkKept = deltaLink != nil && !passedSettled
+                outcome.deltaLinkKept = deltaLink != nil
                 try Self.finishDownload(
                     db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil, at: now
                 )

@@ -145,8 +145,8 @@ public final class ODataMirror: Sendable {
     /// stays deleted) and rows written through the gateway stay while anything is queued; once nothing is
     /// queued they give way to the server's. `links` (what `$expand` showed for navigation without
     /// referential constraints) replace the request's links in the same transaction, and `deltaLink`
-    /// becomes the request's delta link (none when nil, or when an entity whose request left the queue
-    /// during the download was passed over).
+    /// becomes the request's delta link (none when nil). Throws ``MirrorDownloadRaced`` (nothing stored)
+    /// when requests left the queue while the download ran.
     @discardableResult
     public func replace(
         request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
@@ -168,6 +168,7 @@ public final class ODataMirror: Sendable {
         try pool.write { db in
             try db.transaction {
                 let p = try pending?(db) ?? .none
+                if !p.settled.isEmpty { throw MirrorDownloadRaced() }
                 let sets = Set(
                     try db.query(#"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
                         .compactMap { $0[0].string }
@@ -185,11 +186,9 @@ public final class ODataMirror: Sendable {
                 }
                 try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
                 try Self.replaceLinks(db, m, request: request, links: links)
-                var passedSettled = false
                 for (set, entities) in rows.sorted(by: { $0.key < $1.key }) where m.layouts[set] != nil {
                     try Self.storeDownloaded(
-                        db, m, request: request, set: set, entities, p, &outcome,
-                        passedSettled: &passedSettled)
+                        db, m, request: request, set: set, entities, p, &outcome)
                     let n = outcome.stored[set] ?? 0
                     try db.run(
                         #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
@@ -205,7 +204,7 @@ public final class ODataMirror: Sendable {
                         MirrorWriter.storeSQL(row.layout, replacing: true),
                         MirrorWriter.rowValues(m, row.layout, members, etag: row.etag, scope: row.scope))
                 }
-                outcome.deltaLinkKept = deltaLink != nil && !passedSettled
+                outcome.deltaLinkKept = deltaLink != nil
                 try Self.finishDownload(
                     db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil, at: now
                 )
