@@ -29,6 +29,8 @@ public final class AlgoliaService: Sendable {
     public let keys: KeyMemory
     private let strategies: RequestStrategies
     private let builds: ManualBuilds
+    /// Writes to local indices (nil without an index store).
+    private let writes: LocalWrites?
 
     /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
     /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
@@ -49,17 +51,22 @@ public final class AlgoliaService: Sendable {
         try self.init(
             configuration: configuration, upstream: forwarder,
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
-            pool: WorkerPool(threads: 4, name: "mg-local"), events: events)
+            pool: WorkerPool(threads: 4, name: "mg-local"), events: events,
+            replay: HostsReplayTransport(
+                hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout,
+                timeout: a.writeTimeout))
     }
 
-    /// The service over any upstream (tests script one); `fetcher` nil disables syncs. `logger` gets the
-    /// index and build events, `syncLogger` the syncs'.
+    /// The service over any upstream (tests script one); `fetcher` nil disables syncs, `replay` nil the
+    /// replay of queued mirrored-index writes. `logger` gets the index and build events, `syncLogger` the
+    /// syncs'.
     public init(
         configuration: MirrorgateConfiguration, upstream: (any AlgoliaUpstream)?, fetcher: MirrorFetcher?,
         store: IndexStore?, state: DatabasePool?, pool: WorkerPool,
         events: @escaping @Sendable (String, JSON) -> Void,
         logger: Logger = Logger(label: "mirrorgate.algolia"),
-        syncLogger: Logger = Logger(label: "mirrorgate.sync")
+        syncLogger: Logger = Logger(label: "mirrorgate.sync"),
+        replay: (any WriteReplayTransport)? = nil
     ) throws(AlgoliaSetupError) {
         self.configuration = configuration
         self.upstream = upstream
@@ -93,19 +100,57 @@ public final class AlgoliaService: Sendable {
         builds = ManualBuilds(
             coordinator: coordinator, offline: offline, configuration: configuration, events: events,
             logger: logger)
+        if let store {
+            do {
+                let writer = try IndexWriter(store: store, registry: offline, mirrors: coordinator.mirrors)
+                let queued = configuration.algolia.indices.values.contains {
+                    $0.mirrored && $0.offlineWrites == .queue
+                }
+                var queue: WriteQueue?
+                if queued {
+                    let coordinator = self.coordinator
+                    queue = try WriteQueue(
+                        pool: store.pool, tasks: writer.tasks, transport: replay,
+                        reachability: upstream?.reachability,
+                        logger: logger,
+                        onQueued: { coordinator.mirrors[$0]?.holdSyncs(true) },
+                        onDrained: { name in
+                            guard let mirror = coordinator.mirrors[name] else { return }
+                            mirror.holdSyncs(false)
+                            coordinator.launch(mirror)
+                        })
+                }
+                writes = LocalWrites(
+                    writer: writer, queue: queue, configuration: configuration, upstream: upstream,
+                    keys: keys,
+                    logger: logger)
+            } catch {
+                throw AlgoliaSetupError(description: "cannot prepare the local write tables: \(error)")
+            }
+        } else {
+            writes = nil
+        }
     }
 
-    /// Starts background work (the sync scheduler); call once the server listens.
-    public func start() { coordinator.start() }
+    /// Starts background work (the sync scheduler, the replay of queued writes); call once the server
+    /// listens.
+    public func start() {
+        coordinator.start()
+        writes?.queue?.start()
+    }
 
-    /// Stops the sync scheduler and the upstream's probe (at shutdown).
+    /// Stops the sync scheduler, the replay, the writer (after the writes it has) and the upstream's
+    /// probe (at shutdown).
     public func stop() {
         coordinator.stop()
+        writes?.queue?.stop()
+        writes?.writer.stop()
         upstream?.reachability.stop()
     }
 
     /// Answers a request under `/1/` (CORS and the path check are the caller's).
     public func handle(_ request: HTTPRequest, _ out: any Responder) {
+        if let writes, writes.handle(request, out) { return }
         let route = AlgoliaRoute.parse(method: request.method, path: request.path)
         let parts = route.parts(body: request.body)
         if let refusal = AlgoliaLimits.refusal(route, parts: parts) {
@@ -118,7 +163,7 @@ public final class AlgoliaService: Sendable {
             return
         }
         let names = route.index.map { [$0] } ?? (parts ?? []).compactMap { $0["indexName"]?.stringValue }
-        if !names.isEmpty && names.allSatisfy({ catalog.offline.lookup($0) != nil }) {
+        if !names.isEmpty && names.allSatisfy({ catalog.offline.isOffline($0) }) {
             strategies.paths.answerLocally(request, route, out)
             return
         }
@@ -174,6 +219,16 @@ public final class AlgoliaService: Sendable {
             ]
         }
         return .object(indices)
+    }
+
+    /// `GET /_mirrorgate/algolia/indices/{i}/failedWrites`: the queued writes of the mirrored index `name`
+    /// that the upstream refused on replay (`{"index", "pending", "failedWrites": […]}`); nil when `name`
+    /// is not a mirrored index.
+    public func failedWrites(_ name: String) -> JSON? {
+        guard coordinator.mirrors[name] != nil else { return nil }
+        return writes?.queue?.failedWrites(name) ?? [
+            "index": .string(name), "pending": 0, "failedWrites": [],
+        ]
     }
 
     private func notApplied(_ name: String, _ index: SearchIndex?) -> JSON {

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfig
 import HTTPCore
 import JSONCore
 import SearchEngine
@@ -50,7 +51,7 @@ public struct LocalAlgolia: Sendable {
         do {
             switch route {
             case .search(let name):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
                 let restricted = idx.restrict(params)
                 notApplied.record(name, idx.index.ignoredParameters(restricted))
@@ -58,37 +59,37 @@ public struct LocalAlgolia: Sendable {
                 if answer.count > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
                 return .json(200, "").withBody(OriginTag.tag(answer, origin: "local"))
             case .browse(let name):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
                 let restricted = idx.restrict(params)
                 notApplied.record(name, idx.index.ignoredParameters(restricted))
                 return ok(try idx.index.browse(restricted, cursor: nil))
             case .getObject(let name, let objectID):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 let attrs = request.queryValue("attributesToRetrieve").map(Self.list)
                 guard let object = try idx.object(objectID, attributesToRetrieve: attrs) else {
                     return AlgoliaError.response(404, "ObjectID does not exist")
                 }
                 return ok(object)
             case .getSettings(let name):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 let version = request.queryValue("getVersion").flatMap { Int($0) }
                 return ok(idx.index.settings(getVersion: version))
             case .facetSearch(let name, let facet):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 return ok(try idx.index.searchForFacetValues(facet: facet, params: idx.restrict(body)))
             case .synonymSearch(let name):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 var params = SearchIndex.mergedParameters(body)
                 for (k, v) in request.queryItems where params[k] == nil {
                     params[k] = JSON.typedParameter(name: k, value: v)
                 }
                 return ok(idx.index.searchSynonyms(params: .object(params)))
             case .ruleSearch(let name):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 return ok(idx.index.searchRules(params: body))
             case .getRule(let name, let objectID):
-                let idx = try authorized(name, credentials)
+                let idx = try authorized(name, credentials, route.acl)
                 guard let rule = idx.index.getRule(objectID) else {
                     return AlgoliaError.response(404, "ObjectID does not exist")
                 }
@@ -98,11 +99,9 @@ public struct LocalAlgolia: Sendable {
             case .getObjects:
                 return ok(try getObjects(body, credentials, isAbandoned: isAbandoned))
             case .otherIndexCall(let name):
-                _ = try authorized(name, credentials)
+                _ = try authorized(name, credentials, route.acl)
                 return AlgoliaError.response(
-                    400,
-                    "index \(name) is a read-only offline index in this version: \(request.method) not supported"
-                )
+                    400, "\(request.method) \(request.path) is not supported on the local index \(name)")
             case .listIndices, .other:
                 return AlgoliaError.response(404, "no local answer for \(request.method) \(request.path)")
             }
@@ -115,7 +114,9 @@ public struct LocalAlgolia: Sendable {
 
     private func ok(_ json: JSON) -> HTTPResponse { .json(200, "").withBody(json.serializedBytes()) }
 
-    private func authorized(_ name: String, _ credentials: AlgoliaCredentials) throws -> Authorized {
+    private func authorized(_ name: String, _ credentials: AlgoliaCredentials, _ acl: AlgoliaACL) throws
+        -> Authorized
+    {
         guard let idx = catalog.lookup(name) else {
             throw SearchError(status: 404, message: "Index \(name) does not exist")
         }
@@ -123,6 +124,9 @@ public struct LocalAlgolia: Sendable {
             access.admits(credentials, to: name, idx.access)
         else {
             throw SearchError(status: 403, message: "Invalid Application-ID or API key")
+        }
+        guard access.allows(credentials, acl, idx.access) else {
+            throw SearchError(status: 403, message: "Method not allowed with this API key")
         }
         var restrictions = SecuredKey.restrictions(key) ?? JSONObject()
         if let until = restrictions["validUntil"]?.intValue, Double(until) < Date().timeIntervalSince1970 {
@@ -216,7 +220,7 @@ public struct LocalAlgolia: Sendable {
             guard let name = item["indexName"]?.stringValue else {
                 throw SearchError(status: 400, message: "Missing `indexName` in a multi-query request")
             }
-            let idx = try authorized(name, credentials)
+            let idx = try authorized(name, credentials, .search)
             var params = item.objectValue ?? JSONObject()
             params["indexName"] = nil
             params["type"] = nil
@@ -264,7 +268,7 @@ public struct LocalAlgolia: Sendable {
             guard let name = item["indexName"]?.stringValue, let id = item["objectID"]?.stringValue else {
                 throw SearchError(status: 400, message: "Each request needs `indexName` and `objectID`")
             }
-            let idx = try authorized(name, credentials)
+            let idx = try authorized(name, credentials, .search)
             let attrs = item["attributesToRetrieve"]?.arrayValue?.compactMap(\.stringValue)
             let object = try idx.object(id, attributesToRetrieve: attrs) ?? .null
             size += object.serializedBytes().count

@@ -1,11 +1,13 @@
+import GatewayConfig
 import SearchEngine
 
 /// One index answered locally and who may read it.
 public struct LocalIndex: Sendable {
     /// Who may read an index answered locally.
     public enum Access: Sendable, Equatable {
-        /// An offline index: the listed keys (`algolia.offlineIndices.NAME.apiKeys`), any key when nil.
-        case keys(Set<String>?)
+        /// An offline index: the listed keys with their ACLs (`algolia.offlineIndices.NAME.apiKeys`), any
+        /// key with every ACL when nil.
+        case keys([String: Set<AlgoliaACL>]?)
         /// A mirrored index: the gateway's own sync key (`algolia.apiKey`) and the keys the upstream has
         /// accepted for this index before (``KeyMemory``), with the configured application ID.
         case upstreamAccepted
@@ -60,8 +62,8 @@ public struct LocalCatalog: Sendable {
         return mirrors.values.first { $0.replica(name) != nil }
     }
 
-    /// Whether `name` is an offline or a mirrored index, or a replica of one.
-    public func contains(_ name: String) -> Bool { offline.lookup(name) != nil || mirror(for: name) != nil }
+    /// Whether `name` is an offline (existing or configured) or a mirrored index, or a replica of one.
+    public func contains(_ name: String) -> Bool { offline.isOffline(name) || mirror(for: name) != nil }
 }
 
 /// Decides who may read an index answered locally: only callers the real service would have answered.
@@ -80,6 +82,15 @@ public struct ReadAccess: Sendable {
         self.keys = keys
     }
 
+    /// Whether the key of `credentials` has `acl` on an index whose access is `access` (mirrored
+    /// indices: the upstream decides; a key it accepted reads).
+    public func allows(_ credentials: AlgoliaCredentials, _ acl: AlgoliaACL, _ access: LocalIndex.Access)
+        -> Bool
+    {
+        guard case .keys(let allowed?) = access, let key = credentials.apiKey else { return true }
+        return allowed[key]?.contains(acl) ?? false
+    }
+
     /// Whether `credentials` (with a non-empty key) may read `index`, whose access is `access`.
     public func admits(_ credentials: AlgoliaCredentials, to index: String, _ access: LocalIndex.Access)
         -> Bool
@@ -87,7 +98,7 @@ public struct ReadAccess: Sendable {
         guard let key = credentials.apiKey else { return false }
         switch access {
         case .keys(let allowed):
-            return allowed?.contains(key) ?? true
+            return allowed.map { $0[key] != nil } ?? true
         case .upstreamAccepted:
             guard let appId, credentials.appId == appId else { return false }
             return key == syncKey || keys.isAccepted(appId: appId, index: index, key: key)

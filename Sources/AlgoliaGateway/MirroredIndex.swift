@@ -133,6 +133,8 @@ public final class MirroredIndex: Sendable {
         var failures = 0
         var fingerprint: String?
         var lastUsed: Date?
+        /// Local writes wait for the upstream (`offlineWrites: queue`): no sync may replace the mirror.
+        var held = false
     }
     private let state: Mutex<State>
 
@@ -160,10 +162,17 @@ public final class MirroredIndex: Sendable {
     /// Notes a client request (for status and scheduling).
     public func touch() { state.withLock { $0.lastUsed = Date() } }
 
-    /// Claims the right to sync; false while another sync runs.
+    /// Holds syncs (and manual builds) while queued local writes wait for the upstream, or lets them
+    /// run again.
+    public func holdSyncs(_ hold: Bool) { state.withLock { $0.held = hold } }
+
+    /// Whether syncs are held (``holdSyncs(_:)``).
+    public var syncsHeld: Bool { state.withLock { $0.held } }
+
+    /// Claims the right to sync; false while another sync runs or syncs are held.
     public func beginSync() -> Bool {
         state.withLock { s in
-            if s.syncing { return false }
+            if s.syncing || s.held { return false }
             s.syncing = true
             return true
         }
@@ -207,6 +216,11 @@ public final class MirroredIndex: Sendable {
         }
     }
 
+    /// Replaces the primary's local version and keeps its replicas' (a local write to the mirror while the
+    /// upstream is unreachable; the sync after the queued writes are replayed brings the replicas up to
+    /// date).
+    public func installPrimary(_ index: SearchIndex) { state.withLock { $0.current = index } }
+
     /// Ends a manual build claimed with `beginSync`: installs `version` when it succeeded.
     public func endBuild(_ version: MirrorVersion?) {
         state.withLock { s in
@@ -222,7 +236,7 @@ public final class MirroredIndex: Sendable {
     /// retry time after a failure has come).
     public func isSyncDue(now: Date = Date()) -> Bool {
         state.withLock { s in
-            if s.syncing { return false }
+            if s.syncing || s.held { return false }
             if let next = s.nextSyncAt { return now >= next }
             guard let last = s.lastSuccessfulSyncAt, s.current != nil else { return true }
             if s.fingerprint != settings.selectionFingerprint { return true }

@@ -8,18 +8,42 @@ import Upstream
 
 /// The purely local Algolia indices of `algolia.offlineIndices`. At start each is loaded from its stored
 /// version in `dataDir/search.sqlite`; an index with no stored version is built from its bootstrap files
-/// and stored, so later starts answer without reading the files again.
+/// and stored, so later starts answer without reading the files again (unless it was deleted through the
+/// API: it stays deleted). Indices created by writes under a pattern (`catalog_tmp_*`) are loaded too.
+///
+/// Promises: `lookup` sees an index installed by the writer (``install(_:)``) at once, and never half of
+/// one; the writer is the only caller of `install` and `remove`.
 public final class OfflineIndexRegistry: Sendable {
     private let indices: Mutex<[String: LocalIndex]>
+    private let algolia: AlgoliaConfig
 
-    /// A registry of the given indices.
-    public init(_ indices: [String: LocalIndex] = [:]) { self.indices = Mutex(indices) }
+    /// A registry of the given indices, configured by `algolia` (its `offlineIndices`).
+    public init(_ indices: [String: LocalIndex] = [:], algolia: AlgoliaConfig = AlgoliaConfig()) {
+        self.indices = Mutex(indices)
+        self.algolia = algolia
+    }
 
-    /// The offline index named `name`.
+    /// The offline index named `name`, when it exists.
     public func lookup(_ name: String) -> LocalIndex? { indices.withLock { $0[name] } }
 
-    /// The names, sorted.
+    /// The names of the existing indices, sorted.
     public var names: [String] { indices.withLock { $0.keys.sorted() } }
+
+    /// The configuration `name` falls under (its own, or a pattern's), nil when it is not an offline
+    /// index name.
+    public func configuration(for name: String) -> OfflineIndexConfig? { algolia.offlineIndex(for: name) }
+
+    /// Whether `name` is (or would be, on its first write) an offline index.
+    public func isOffline(_ name: String) -> Bool { lookup(name) != nil || configuration(for: name) != nil }
+
+    /// Makes `index` the version of its name that answers.
+    public func install(_ index: SearchIndex) {
+        let access = LocalIndex.Access.keys(configuration(for: index.name)?.apiKeys)
+        indices.withLock { $0[index.name] = LocalIndex(index: index, access: access) }
+    }
+
+    /// Removes the index `name` (deleted, or moved away).
+    public func remove(_ name: String) { _ = indices.withLock { $0.removeValue(forKey: name) } }
 
     /// Builds every configured offline index that has a bootstrap. A missing or malformed file is a
     /// start error naming the file.
@@ -27,19 +51,25 @@ public final class OfflineIndexRegistry: Sendable {
         throws(AlgoliaSetupError) -> OfflineIndexRegistry
     {
         var built: [String: LocalIndex] = [:]
-        for (name, config) in configuration.algolia.offlineIndices.sorted(by: { $0.key < $1.key }) {
+        let algolia = configuration.algolia
+        for (name, config) in algolia.offlineIndices.sorted(by: { $0.key < $1.key }) where !config.isPattern {
             let start = ContinuousClock.now
-            let access = LocalIndex.Access.keys(config.apiKeys.map(Set.init))
+            let access = LocalIndex.Access.keys(config.apiKeys)
             var index: SearchIndex
             let how: String
             if let stored = try? store?.load(name: name) {
                 (index, how) = (stored, "offline index loaded")
+            } else if (try? store?.isDeleted(name: name)) == true {
+                logger.info(
+                    "offline index deleted through the API: created again by its next write",
+                    metadata: ["index": "\(name)"])
+                continue
             } else {
                 let files = try BootstrapFiles.read(config.bootstrap, configuration)
                 index = SearchIndex(
                     name: name, settings: files.settings, synonyms: files.synonyms, rules: files.rules,
                     records: files.records)
-                if let store, config.bootstrap != nil {
+                if let store {
                     do {
                         index = try store.save(index)
                     } catch {
@@ -56,7 +86,17 @@ public final class OfflineIndexRegistry: Sendable {
                     "ms": "\((ContinuousClock.now - start).milliseconds)",
                 ])
         }
-        return OfflineIndexRegistry(built)
+        // Indices created by writes under a pattern.
+        for name in (try? store?.indexNames()) ?? [] where built[name] == nil && algolia.indices[name] == nil
+        {
+            guard let config = algolia.offlineIndex(for: name), config.isPattern,
+                let index = try? store?.load(name: name)
+            else { continue }
+            built[name] = LocalIndex(index: index, access: .keys(config.apiKeys))
+            logger.info(
+                "offline index loaded", metadata: ["index": "\(name)", "objects": "\(index.objectCount)"])
+        }
+        return OfflineIndexRegistry(built, algolia: algolia)
     }
 }
 

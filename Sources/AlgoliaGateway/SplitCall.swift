@@ -27,7 +27,7 @@ struct SplitCall: Sendable {
         let catalog = self.catalog
         func isLocal(_ part: JSON) -> Bool {
             guard let name = part["indexName"]?.stringValue else { return false }
-            if catalog.offline.lookup(name) != nil { return true }
+            if catalog.offline.isOffline(name) { return true }
             guard let mirror = catalog.mirror(for: name) else { return false }
             return (strategy ?? mirror.settings.strategy) == .offlineOnly || !reachable
         }

@@ -194,6 +194,15 @@ public struct AlgoliaConfig: Sendable, Equatable {
         self.offlineIndices = offlineIndices
     }
 
+    /// The offline index configuration that `index` falls under: its own name, else the pattern with the
+    /// longest prefix that it matches.
+    public func offlineIndex(for index: String) -> OfflineIndexConfig? {
+        if let exact = offlineIndices[index], !exact.isPattern { return exact }
+        return offlineIndices.values.filter { $0.isPattern && $0.matches(index) }.max {
+            $0.name.count < $1.name.count
+        }
+    }
+
     /// `hosts` if configured; else read `https://{appId}-dsn.algolia.net`, write
     /// `https://{appId}.algolia.net`, then `https://{appId}-1..3.algolianet.com` for both (in this
     /// order); empty when neither hosts nor appId is set.
@@ -250,14 +259,17 @@ public struct AlgoliaIndexConfig: Sendable, Equatable {
     public var policy: String
     /// Manual build when there is no offline data yet.
     public var bootstrap: AlgoliaBootstrap?
+    /// Writes while the upstream is unreachable: rejected, or applied locally and queued.
+    public var offlineWrites: OfflineWrites
 
     public init(
         name: String, mirrored: Bool = true, requestStrategy: RequestStrategy = .fallbackOnFailure,
         offlineFallbackTimeout: Duration = .seconds(1),
         preventiveOfflineSearchDelay: Duration = .milliseconds(200),
         dataSelectionQueries: [DataSelectionQuery] = [], delayBetweenSyncs: Duration = .seconds(86400),
-        policy: String = "default", bootstrap: AlgoliaBootstrap? = nil
+        policy: String = "default", bootstrap: AlgoliaBootstrap? = nil, offlineWrites: OfflineWrites = .reject
     ) {
+        self.offlineWrites = offlineWrites
         self.name = name
         self.mirrored = mirrored
         self.requestStrategy = requestStrategy
@@ -321,17 +333,42 @@ public struct AlgoliaBootstrap: Sendable, Equatable {
     }
 }
 
-/// `algolia.offlineIndices.NAME:` — a purely local index.
+/// `algolia.offlineIndices.NAME:` — a purely local index, readable and writable through Algolia's API.
+/// A name ending with `*` is a pattern: every index whose name starts with the rest is such an index,
+/// created on its first write.
 public struct OfflineIndexConfig: Sendable, Equatable {
     public var name: String
     public var bootstrap: AlgoliaBootstrap?
-    /// Keys accepted for this index; nil = any key.
-    public var apiKeys: [String]?
-    public init(name: String, bootstrap: AlgoliaBootstrap? = nil, apiKeys: [String]? = nil) {
+    /// Keys accepted for this index and the ACLs of each; nil = any key, every ACL. A key given in a
+    /// plain list has every ACL.
+    public var apiKeys: [String: Set<AlgoliaACL>]?
+    public init(name: String, bootstrap: AlgoliaBootstrap? = nil, apiKeys: [String: Set<AlgoliaACL>]? = nil) {
         self.name = name
         self.bootstrap = bootstrap
         self.apiKeys = apiKeys
     }
+
+    /// Whether the name is a pattern (ends with `*`).
+    public var isPattern: Bool { name.hasSuffix("*") }
+
+    /// Whether `index` is this index, or matches this pattern.
+    public func matches(_ index: String) -> Bool {
+        isPattern ? index.hasPrefix(name.dropLast()) && index.count >= name.count - 1 : index == name
+    }
+}
+
+/// Algolia's ACL names that offline indices distinguish (`algolia.offlineIndices.NAME.apiKeys`).
+public enum AlgoliaACL: String, Sendable, CaseIterable, Hashable {
+    case search, browse, addObject, deleteObject, deleteIndex, settings, editSettings, listIndexes
+}
+
+/// `algolia.indices.NAME.offlineWrites`: what a write to a mirrored index gets while the upstream is
+/// unreachable.
+public enum OfflineWrites: String, Sendable, CaseIterable {
+    /// Answered with the unavailable status, as any call the gateway cannot serve.
+    case reject
+    /// Applied to the mirror, queued durably and replayed in order when the upstream returns.
+    case queue
 }
 
 /// `odata:`.

@@ -172,6 +172,11 @@ extension MirrorgateConfiguration {
                     "\(p).requestStrategy", near: [p],
                     "offlineOnly needs local data: set mirrored: true or a bootstrap")
             }
+            if index.offlineWrites == .queue && !index.mirrored {
+                add(
+                    "\(p).offlineWrites", near: [p],
+                    "queue applies writes to the local mirror: it needs mirrored: true")
+            }
         }
         if !algolia.indices.isEmpty {
             if algolia.appId == nil {
@@ -187,6 +192,23 @@ extension MirrorgateConfiguration {
             add(
                 "algolia.offlineIndices.\(name)",
                 "an index named '\(name)' is already defined in algolia.indices")
+        }
+        for (name, index) in algolia.offlineIndices.sorted(by: { $0.key < $1.key }) {
+            let p = "algolia.offlineIndices.\(name)"
+            if let star = name.firstIndex(of: "*"), star != name.index(before: name.endIndex) {
+                add(p, "'*' may only end a name (a pattern: every index whose name starts with the rest)")
+            } else if name == "*" {
+                add(p, "a pattern needs a prefix before '*' (e.g. catalog_tmp_*)")
+            } else if index.isPattern {
+                if index.bootstrap != nil {
+                    add(
+                        "\(p).bootstrap", near: [p], "a pattern names indices created by writes: no bootstrap"
+                    )
+                }
+                for other in algolia.indices.keys.sorted() where index.matches(other) {
+                    add(p, "the pattern matches '\(other)' of algolia.indices")
+                }
+            }
         }
 
         var mounts: [String: String] = [:]

@@ -197,12 +197,14 @@ extension ConfigReader {
         let delayBetweenSyncs = duration(m, "delayBetweenSyncs", d.delayBetweenSyncs)
         let policy = string(m, "policy", d.policy)
         let bootstrap = readAlgoliaBootstrap(m)
+        let offlineWrites = enumeration(m, "offlineWrites", d.offlineWrites)
         m.finish()
         return AlgoliaIndexConfig(
             name: name, mirrored: mirrored, requestStrategy: strategy,
             offlineFallbackTimeout: offlineFallbackTimeout,
             preventiveOfflineSearchDelay: preventiveDelay, dataSelectionQueries: queries,
-            delayBetweenSyncs: delayBetweenSyncs, policy: policy, bootstrap: bootstrap)
+            delayBetweenSyncs: delayBetweenSyncs, policy: policy, bootstrap: bootstrap,
+            offlineWrites: offlineWrites)
     }
 
     func readDataSelectionQueries(_ path: ConfPath, _ node: YNode) -> [DataSelectionQuery] {
@@ -293,11 +295,43 @@ extension ConfigReader {
         let bootstrap = readAlgoliaBootstrap(m)
         var apiKeys = d.apiKeys
         if let node = m.take("apiKeys"), !node.isNull {
-            apiKeys = stringList(m.path.child("apiKeys"), node)
+            apiKeys = readAPIKeys(m.path.child("apiKeys"), node)
             gate(m.path.child("apiKeys"), node, changed: true)
         }
         m.finish()
         return OfflineIndexConfig(name: name, bootstrap: bootstrap, apiKeys: apiKeys)
+    }
+
+    /// `apiKeys`: a list of keys (each with every ACL) or a mapping of keys to lists of Algolia ACL names.
+    func readAPIKeys(_ path: ConfPath, _ node: YNode) -> [String: Set<AlgoliaACL>]? {
+        let every = Set(AlgoliaACL.allCases)
+        switch node.kind {
+        case .sequence:
+            guard let keys = stringList(path, node) else { return nil }
+            return Dictionary(keys.map { ($0, every) }, uniquingKeysWith: { a, _ in a })
+        case .mapping(let entries):
+            var out: [String: Set<AlgoliaACL>] = [:]
+            let known = AlgoliaACL.allCases.map(\.rawValue).joined(separator: ", ")
+            for entry in entries {
+                let keyPath = path.child(entry.key)
+                locations[keyPath.dotted] = (entry.line, entry.column)
+                guard let names = stringList(keyPath, entry.value) else { continue }
+                var acls = Set<AlgoliaACL>()
+                for (i, name) in names.enumerated() {
+                    if let acl = AlgoliaACL(rawValue: name) {
+                        acls.insert(acl)
+                    } else {
+                        fail(keyPath.item(i), entry.value, "unknown ACL '\(name)' (known: \(known))")
+                    }
+                }
+                out[entry.key] = acls
+            }
+            return out
+        case .scalar:
+            fail(
+                path, node, "expected a list of keys or a mapping of keys to ACL lists, got \(node.typeName)")
+            return nil
+        }
     }
 
     // MARK: OData

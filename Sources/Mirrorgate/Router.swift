@@ -183,6 +183,15 @@ final class Router: HTTPHandler {
             algolia.build(Self.indexName(path, before: "/build"), body: request.body, out)
         case (_, _) where path.hasPrefix("/_mirrorgate/odata/"):
             odataAdmin(request, out)
+        case ("GET", _)
+        where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/failedWrites")
+            && path.count > Self.algoliaIndices.count + "/failedWrites".count:
+            let name = Self.indexName(path, before: "/failedWrites")
+            if let list = algolia.failedWrites(name) {
+                out.respond(.json(200, list.serialized()))
+            } else {
+                out.respond(errorResponse(404, "no mirrored index named \(name)", target: request.target))
+            }
         case ("POST", _) where path.hasPrefix(Self.algoliaIndices) && path.hasSuffix("/sync"):
             sync(
                 Self.indexName(path, before: "/sync"), wait: request.queryValue("wait") == "true",

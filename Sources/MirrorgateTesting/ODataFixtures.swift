@@ -33,6 +33,12 @@ public enum ODataFixtures {
     /// key, `CustomerID` foreign key) are deleted with them (`OnDelete Cascade`), `Products` (Int32 key), and
     /// `Motherboards` whose `CPUs` (`MotherboardID` foreign key) are deleted with them (`OnDelete Cascade`).
     public static var offlineStoreV4: String { document("offlineStoreV4") }
+
+    /// V4 `Shop.Model` (ODataCore's issue-15 model): inheritance (`People` of `Person`, `Employee`,
+    /// `Customer`; abstract `Document`), singleton `Company`, containment `Orders/Lines`, enums (flags),
+    /// complex and collection properties, every primitive type.
+    public static var shopV4: String { document("shopV4") }
+
     /// The fixture document `Resources/OData/<name>.xml`; traps when it is missing (a broken test target).
     public static func document(_ name: String) -> String {
         guard let url = Bundle.module.url(forResource: name, withExtension: "xml", subdirectory: "OData"),

@@ -118,7 +118,11 @@ extension ODataDownloader {
             }
         }
         let asked = track && !state.withLock { $0.untracked.contains(request.name) }
-        var read: (rows: [String: [MirrorEntity]], links: [MirrorLinkRecord], deltaLink: String?)
+        var read:
+            (
+                rows: [String: [MirrorEntity]], links: [MirrorLinkRecord], deltaLink: String?,
+                paging: (set: String, pageSize: Int?)
+            )
         do {
             read = try fetchDefiningRequest(request, track: asked)
         } catch let refused as TrackingRefused {
@@ -133,10 +137,12 @@ extension ODataDownloader {
             _ = state.withLock { $0.untracked.insert(request.name) }
             read = try fetchDefiningRequest(request, track: false)
         }
-        let (rows, links, deltaLink) = read
+        let (rows, links, deltaLink, paging) = read
         let o = try mirror.replaceCounting(
             request: request.name, query: request.query, rows: rows, links: links, pending: pending,
             deltaLink: deltaLink)
+        // The page size the upstream used for the set: offline answers page the same way.
+        try mirror.setUpstreamPageSize(paging.set, paging.pageSize)
         return (
             .init(kind: "full", changed: o.changed, removed: nil, keptLocal: o.keptLocal, fallback: fallback),
             o.stored

@@ -20,11 +20,19 @@ extension ODataDownloader {
     /// constraints shows go to `links`.
     static func ingest(
         _ object: [(String, RawJSON)], set: String, type: String, model m: MirrorModel,
-        into rows: inout [String: [MirrorEntity]], links: inout [MirrorLinkRecord]
+        into rows: inout [String: [MirrorEntity]], links: inout [MirrorLinkRecord],
+        parent: [(String, RawJSON)]? = nil
     ) {
         var properties: [(String, RawJSON)] = []
         var expanded: [(String, [[(String, RawJSON)]])] = []
         var etag: String?
+        // The entity's own type when the upstream names one deriving from the expected type.
+        var wireType: String?
+        for (name, value) in object {
+            if name == "__metadata" { wireType = value["type"]?.string }
+            if name == "@odata.type" || name == "@type" { wireType = value.string }
+        }
+        let type = m.wireType(wireType, base: type) ?? type
         for (name, value) in object {
             if name == "__metadata" {
                 etag = value["etag"]?.string
@@ -35,6 +43,21 @@ extension ODataDownloader {
                 continue
             }
             if name.hasPrefix("@") || name.contains("@") { continue }
+            if let nav = m.model.navigationProperty(named: name, in: type), nav.containsTarget {
+                // Contained entities go to the `Set/Nav` table with their parent's key; an expansion
+                // (even an empty one) records that the set's contained entities were downloaded.
+                let targetSet = set + "/" + name
+                guard m.layouts[targetSet] != nil, value["__deferred"] == nil else { continue }
+                if rows[targetSet] == nil { rows[targetSet] = [] }
+                for item in value.navigationItems {
+                    if let members = item.members {
+                        Self.ingest(
+                            members, set: targetSet, type: nav.target, model: m, into: &rows, links: &links,
+                            parent: object)
+                    }
+                }
+                continue
+            }
             if let nav = m.model.navigationProperty(named: name, in: type) {
                 let setObject = m.layouts[set]?.set
                 let targetSet =
@@ -56,7 +79,8 @@ extension ODataDownloader {
             }
             properties.append((name, value))
         }
-        rows[set, default: []].append(MirrorEntity(properties: properties, etag: etag))
+        rows[set, default: []].append(
+            MirrorEntity(properties: properties, etag: etag, type: type, parent: parent))
         for (name, related) in expanded {
             links += ODataMirror.linkRecords(
                 model: m, set: set, properties: properties, navigation: name, related: related)

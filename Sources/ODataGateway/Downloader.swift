@@ -215,9 +215,10 @@ final class ODataDownloader: ODataServicePart {
     }
 
     /// Every page of defining request `request` (with `Prefer: odata.track-changes` when `track`): its rows,
-    /// links and the delta link of its last page.
+    /// links, the delta link of its last page, and the page size the upstream used for the set.
     func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest, track: Bool = false) throws -> (
-        rows: [String: [MirrorEntity]], links: [MirrorLinkRecord], deltaLink: String?
+        rows: [String: [MirrorEntity]], links: [MirrorLinkRecord], deltaLink: String?,
+        paging: (set: String, pageSize: Int?)
     ) {
         guard let m = mirror.model else { throw MirrorError("no $metadata") }
         let s = settings
@@ -227,6 +228,7 @@ final class ODataDownloader: ODataServicePart {
         var url: String? = s.upstream + Self.encodeQuery(request.query)
         var pages = 0
         var deltaLink: String?
+        var pageSize: Int?
         while let current = url {
             pages += 1
             guard pages <= 100_000 else {
@@ -252,9 +254,10 @@ final class ODataDownloader: ODataServicePart {
                 }
             }
             if track, let link = Self.deltaLink(in: body) { deltaLink = link }
+            if pages == 1, let next, !next.isEmpty, !items.isEmpty { pageSize = items.count }
             url = next.flatMap { $0.isEmpty ? nil : absolute($0) }
         }
-        return (rows, links, deltaLink)
+        return (rows, links, deltaLink, (set, pageSize))
     }
 
     /// A link the upstream gave, absolute (relative ones are taken from the service root).

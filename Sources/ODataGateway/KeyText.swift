@@ -121,3 +121,22 @@ extension HTTPRequest {
         return method.uppercased()
     }
 }
+
+extension ODataLiteral {
+    /// The JSON value of a key literal as an entity carries it (integers as numbers, other values as
+    /// their text).
+    var jsonValue: RawJSON {
+        switch self {
+        case .null: return .null
+        case .boolean(let b): return .bool(b)
+        case .integer(let i): return .number(String(i))
+        case .decimal(let d): return .number(d)
+        case .double(let d): return .number("\(d)")
+        case .string(let s), .guid(let s), .date(let s), .dateTime(let s), .dateTimeOffset(let s),
+            .timeOfDay(let s), .duration(let s):
+            return .string(s)
+        case .binary(let b): return ODataStorage.wireValue(.blob(b), type: nil, encoding: .native, model: nil)
+        case .enumMember(_, let value): return .string(value)
+        }
+    }
+}

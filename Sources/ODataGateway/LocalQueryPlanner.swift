@@ -8,20 +8,44 @@ struct LocalScope {
     var layout: MirrorSetLayout
     var condition: @Sendable (String) -> SQLFragment
     var single: Bool
+    /// The type the rows are read as: the set's, or a type cast to in the path.
+    var entityType: String
+    /// The type the path declares when it differs from `entityType` (a navigation property's type, say
+    /// `Customer` for `Orders(1)/Customer` into the `People` set): `@odata.type` and the context's cast
+    /// are written only for entities of another type than this one.
+    var declaredType: String?
+
+    init(
+        layout: MirrorSetLayout, condition: @escaping @Sendable (String) -> SQLFragment, single: Bool,
+        entityType: String? = nil
+    ) {
+        self.layout = layout
+        self.condition = condition
+        self.single = single
+        self.entityType = entityType ?? layout.entityType
+    }
 }
 
 /// One entity read from the mirror, with the entities expanded inside it.
-struct LocalEntry {
+struct LocalEntry: Sendable {
     var set: String
     var entityType: String
     var properties: [(String, RawJSON)]
     var etag: String?
     var row: Row
     var expanded: [(String, LocalExpansion)] = []
+    /// The type the context names for this entry (the set's or a cast's): `@odata.type` is written when
+    /// the entity's own type differs.
+    var expectedType: String = ""
+    /// An aggregated `$apply` result (no identity, no metadata of an entity).
+    var aggregated: Bool = false
+    /// The names a `$select` chose (properties and navigation): only these are written; the key
+    /// properties stay in `properties` for the entity's id.
+    var selected: Set<String>?
 }
 
 /// What an expanded navigation holds.
-enum LocalExpansion {
+enum LocalExpansion: Sendable {
     case many([LocalEntry], count: Int?)
     case one(LocalEntry?)
 }
@@ -37,11 +61,12 @@ enum LocalResult {
     /// `…/Property/$value`.
     case rawValue(RawJSON)
     /// `…/Property`.
-    case property(name: String, type: EdmTypeRef, value: RawJSON)
+    case property(name: String, type: EdmTypeRef, value: RawJSON, context: String?)
     /// One entity of `set`, its `$select` in `options`.
-    case entity(LocalEntry, set: String, options: ODataQueryOptions)
+    case entity(LocalEntry, set: String, options: ODataQueryOptions, context: String?)
     /// A page of a collection of `set`, the total count when asked for, the next page's link.
-    case collection([LocalEntry], total: Int?, next: String?, set: String, options: ODataQueryOptions)
+    case collection(
+        [LocalEntry], total: Int?, next: String?, set: String, options: ODataQueryOptions, context: String?)
     /// V4 `$ref` / V2 `$links` of a single-valued navigation.
     case reference(LocalEntry)
     /// V4 `$ref` / V2 `$links` of a collection.
@@ -127,6 +152,10 @@ struct LocalQueryPlanner {
                 let l = try layout(forSet: name, type: type)
                 scope = LocalScope(layout: l, condition: { _ in SQLFragment("1") }, single: false)
                 navigationSet = name
+            case .singleton(let name, let type):
+                let l = try layout(forSet: name, type: type)
+                scope = LocalScope(layout: l, condition: { _ in SQLFragment("1") }, single: true)
+                navigationSet = name
             case .key(let key):
                 guard var s = scope else {
                     throw ODataServiceError(400, "BadRequest", "key without entity set")
@@ -135,7 +164,7 @@ struct LocalQueryPlanner {
                 var parts: [(String, SQLBinding)] = []
                 for kv in key.values {
                     let type = m.model.property(named: kv.name, in: s.layout.entityType)?.type
-                    parts.append((kv.name, m.mapping.binding(for: kv.value, type: type)))
+                    parts.append((kv.name, m.binding(for: kv.value, type: type)))
                 }
                 let fixed = parts
                 s.condition = { a in
@@ -153,7 +182,12 @@ struct LocalQueryPlanner {
                 }
                 // Navigation from an entity that does not exist is 404 (as upstreams answer), not empty.
                 if s.single, try !exists(s) { throw ODataServiceError(404, "NotFound", "no such entity") }
-                guard let nav = m.mapping.navigation(name, from: s.layout.entityType) else {
+                if let contained = m.layouts[s.layout.set.name + "/" + name] {
+                    scope = try containedScope(contained, from: s)
+                    navigationSet = contained.set.name
+                    continue
+                }
+                guard let nav = m.mapping.navigation(name, from: s.entityType) else {
                     guard let link = m.links[s.layout.set.name]?[name] else {
                         throw ODataServiceError(
                             501, "NotImplemented",
@@ -161,6 +195,7 @@ struct LocalQueryPlanner {
                         )
                     }
                     scope = try linkScope(link, from: s, isCollection: isCollection)
+                    scope?.declaredType = type
                     navigationSet = link.targetSet
                     continue
                 }
@@ -180,8 +215,14 @@ struct LocalQueryPlanner {
                             + previous(inner)
                             + ")"
                     }, single: !isCollection)
+                scope?.declaredType = type
                 navigationSet = target.set.name
-            case .cast, .links:
+            case .cast(let type):
+                guard var s = scope else { continue }
+                s = try cast(s, to: type)
+                s.declaredType = nil
+                scope = s
+            case .links:
                 continue
             case .ref:
                 continue
@@ -201,9 +242,21 @@ struct LocalQueryPlanner {
                 guard let e = try fetch(scope, options: ODataQueryOptions(), paging: nil).entries.first else {
                     throw ODataServiceError(404, "NotFound", "no such entity")
                 }
-                let value = e.properties.first { $0.0 == name }?.1 ?? .null
-                if trailing.count > 1, case .value = trailing[1] { return .rawValue(value) }
-                return .property(name: name, type: type, value: value)
+                var value = e.properties.first { $0.0 == name }?.1 ?? .null
+                var last = (name: name, type: type)
+                var i = 1
+                // A path through complex properties (`Address/City`).
+                while i < trailing.count, case .property(let n, let t) = trailing[i] {
+                    value = value[n] ?? .null
+                    last = (n, t)
+                    i += 1
+                }
+                if i < trailing.count, case .value = trailing[i] { return .rawValue(value) }
+                if i < trailing.count, case .count = trailing[i] {
+                    return .count(value.navigationItems.count)
+                }
+                return .property(
+                    name: last.name, type: last.type, value: value, context: path.contextFragment)
             case .value:
                 throw ODataServiceError(501, "NotImplemented", "media resources are not mirrored")
             default:
@@ -222,16 +275,76 @@ struct LocalQueryPlanner {
             guard let e = result.entries.first else {
                 throw ODataServiceError(404, "NotFound", "no such entity")
             }
-            return .entity(e, set: setName, options: options)
+            return .entity(e, set: setName, options: options, context: path.contextFragment)
         }
-        // Collection with paging.
+        // Collection with paging: the client's or configured page size, else the upstream's for the set.
         let offset = try skipTokenOffset(options)
-        let result = try fetch(
-            scope, options: options, paging: (offset, request.pageSize), selectExpand: options)
+        let pageSize = request.pageSize ?? upstreamPageSize(setName)
+        let result = try fetch(scope, options: options, paging: (offset, pageSize), selectExpand: options)
         var total: Int?
         if options.wantsCount { total = try count(scope, options: options) }
         let next = result.more ? nextLink(offset: offset + result.entries.count) : nil
-        return .collection(result.entries, total: total, next: next, set: setName, options: options)
+        var context = path.contextFragment
+        if options.apply != nil {
+            // An aggregated result names its columns: `Products(Category,Total)`.
+            let p = try plan(scope, apply: options.apply, options: Self.rowOptions(options))
+            if let select = p.contextSelect { context = (context ?? setName) + select }
+        }
+        return .collection(
+            result.entries, total: total, next: next, set: setName, options: options, context: context)
+    }
+
+    /// The rows of `layout` whose columns equal the bound values.
+    static func equalScope(_ layout: MirrorSetLayout, _ bound: [(String, SQLBinding)], single: Bool)
+        -> LocalScope
+    {
+        LocalScope(
+            layout: layout,
+            condition: { a in
+                var f = SQLFragment("1")
+                for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
+                return f
+            }, single: single)
+    }
+
+    /// The entities `contained` (a `Set/Nav` table) holds for the rows of `source`; 501 when no defining
+    /// request downloaded them (`$expand=Nav`), since the mirror cannot tell that there are none.
+    func containedScope(_ contained: MirrorSetLayout, from source: LocalScope) throws(ODataServiceError)
+        -> LocalScope
+    {
+        guard let container = contained.container else {
+            throw ODataServiceError(500, "InternalError", "no container")
+        }
+        let downloaded = try self.sql {
+            try db.scalar(
+                #"SELECT 1 FROM "_mg_scope" WHERE entitySet = ? LIMIT 1"#, [.text(contained.set.name)])
+        }
+        let written = try self.sql {
+            try db.scalar("SELECT 1 FROM \(q(contained.set.name)) LIMIT 1")
+        }
+        if downloaded == nil, written == nil {
+            throw ODataServiceError(
+                501, "NotImplemented",
+                "the entities '\(container.navigation)' contains were not downloaded (a defining request with "
+                    + "$expand=\(container.navigation) records them)")
+        }
+        let previous = source.condition
+        let sourceTable = source.layout.set.name
+        let inner = "c\(contained.set.name.count)"
+        let parentColumns = container.parentKey
+        return LocalScope(
+            layout: contained,
+            condition: { a in
+                "(" + parentColumns.map { "\(q(a)).\(q($0.name))" }.joined(separator: ", ") + ") IN (SELECT "
+                    + parentColumns.map { "\(q(inner)).\(q($0.path[0]))" }.joined(separator: ", ")
+                    + " FROM \(q(sourceTable)) AS \(q(inner)) WHERE " + previous(inner) + ")"
+            }, single: !container.isCollection)
+    }
+
+    /// The page size the upstream used for `set` when it was downloaded (nil: it did not page).
+    func upstreamPageSize(_ set: String) -> Int? {
+        let value = try? db.scalar(#"SELECT value FROM "_mg_meta" WHERE key = ?"#, [.text("pageSize/" + set)])
+        return value?.string.flatMap { Int($0) }
     }
 
     /// The offset a gateway-issued `$skiptoken` (`mg1.<offset>`) names; 0 without one.
@@ -244,8 +357,31 @@ struct LocalQueryPlanner {
     }
 
     func isStart(_ segment: ODataPathSegment) -> Bool {
-        if case .entitySet = segment { return true }
-        return false
+        switch segment {
+        case .entitySet, .singleton: return true
+        default: return false
+        }
+    }
+
+    /// `scope` read as `type` (a cast segment): rows of other types drop out (the `_type` column).
+    func cast(_ scope: LocalScope, to type: String) throws(ODataServiceError) -> LocalScope {
+        let qualified = m.model.structuredType(type)?.qualifiedName ?? type
+        if m.model.isType(scope.entityType, derivedFrom: qualified) { return scope }
+        guard m.model.isType(qualified, derivedFrom: scope.entityType) else {
+            throw ODataServiceError(400, "BadRequest", "'\(type)' does not derive from \(scope.entityType)")
+        }
+        let types = m.model.typeAndDerived(qualified)
+        let previous = scope.condition
+        var s = scope
+        s.entityType = qualified
+        s.condition = { a in
+            previous(a) + " AND coalesce(\(q(a)).\"_type\", '') IN ("
+                + SQLFragment(
+                    Array(repeating: "?", count: types.count).joined(separator: ", "),
+                    types.map(SQLBinding.text))
+                + ")"
+        }
+        return s
     }
 
     /// The request's URL with the gateway's `$skiptoken` for `offset` in place of any other.
@@ -264,17 +400,6 @@ struct LocalQueryPlanner {
 
     // MARK: SQL
 
-    mutating func whereClause(_ scope: LocalScope, _ options: ODataQueryOptions) throws(ODataServiceError)
-        -> SQLFragment
-    {
-        let condition = scope.condition("t0")
-        guard let filter = options.filter else { return condition }
-        return condition + " AND ("
-            + (try translate(scope) { parser, translator throws(ODataCore.ODataError) in
-                try translator.translateFilter(try parser.parseFilter(filter))
-            }) + ")"
-    }
-
     /// Runs `body` with a parser and a translator for `scope`'s entity type over the mirror's mapping
     /// (referential constraints, then link tables); a translation through link tables is answered only
     /// when the links it uses were downloaded for every source row.
@@ -285,10 +410,9 @@ struct LocalQueryPlanner {
         let mapping = MirrorSQLMapping(m)
         let fragment: SQLFragment
         do {
-            let parser = ODataFilterParser(
-                model: m.model, entityType: scope.layout.entityType, version: m.version)
+            let parser = ODataFilterParser(model: m.model, entityType: scope.entityType, version: m.version)
             let translator = ODataSQLTranslator(
-                mapping: mapping, model: m.model, rootEntityType: scope.layout.entityType)
+                mapping: mapping, model: m.model, rootEntityType: scope.entityType)
             fragment = try body(parser, translator)
         } catch {
             throw ODataServiceError(error)
@@ -297,10 +421,37 @@ struct LocalQueryPlanner {
         return fragment
     }
 
+    /// ODataCore's plan of `options` (with `apply`) over `scope`'s rows, checked for link tables.
+    func plan(_ scope: LocalScope, apply: ODataApply?, options: ODataQueryOptions) throws(ODataServiceError)
+        -> ODataQueryPlan
+    {
+        let mapping = MirrorSQLMapping(m)
+        let planner = ODataQueryPlanner(
+            model: m.model, mapping: mapping, table: scope.layout.set.name, entityType: scope.entityType,
+            condition: scope.condition("t0"))
+        let result: ODataQueryPlan
+        do { result = try planner.plan(apply: apply, options: options) } catch {
+            throw ODataServiceError(error)
+        }
+        try requireLinks(mapping.usage.all)
+        return result
+    }
+
+    /// The options that select rows (`$filter`, `$search`, `$compute`), without paging, order or shape.
+    static func rowOptions(_ options: ODataQueryOptions) -> ODataQueryOptions {
+        var o = ODataQueryOptions()
+        o.filter = options.filter
+        o.search = options.search
+        o.searchExpression = options.searchExpression
+        o.compute = options.compute
+        return o
+    }
+
     mutating func count(_ scope: LocalScope, options: ODataQueryOptions) throws(ODataServiceError) -> Int {
-        let w = try whereClause(scope, options)
-        let sql = "SELECT COUNT(*) FROM \(q(scope.layout.set.name)) AS \"t0\" WHERE " + w.sql
-        return try self.sql { try db.scalar(sql, w.bindings.map(SQLValue.init))?.int ?? 0 }
+        let p = try plan(scope, apply: options.apply, options: Self.rowOptions(options))
+        return try self.sql {
+            try db.scalar(p.countSQL.sql, p.countSQL.bindings.map(SQLValue.init))?.int ?? 0
+        }
     }
 
     /// Rows of `scope` with options applied; `paging` is (offset into the result, page size).
@@ -308,18 +459,6 @@ struct LocalQueryPlanner {
         _ scope: LocalScope, options: ODataQueryOptions, paging: (Int, Int?)?,
         selectExpand: ODataQueryOptions? = nil
     ) throws(ODataServiceError) -> (entries: [LocalEntry], more: Bool) {
-        let w = try whereClause(scope, options)
-        var order: [String] = []
-        var orderBindings: [SQLBinding] = []
-        if let orderBy = options.orderBy {
-            let f = try translate(scope) { parser, translator throws(ODataCore.ODataError) in
-                try translator.translateOrderBy(try parser.parseOrderBy(orderBy))
-            }
-            order.append(f.sql)
-            orderBindings = f.bindings
-        }
-        order += scope.layout.key.map { "\"t0\".\(q($0)) ASC" }
-        if order.isEmpty { order = ["\"t0\".rowid ASC"] }
         let skip = options.skip ?? 0
         var limit = options.top
         var start = skip
@@ -334,17 +473,13 @@ struct LocalQueryPlanner {
                 pageLimited = true
             }
         }
-        var sql =
-            "SELECT \"t0\".* FROM \(q(scope.layout.set.name)) AS \"t0\" WHERE " + w.sql + " ORDER BY "
-            + order.joined(separator: ", ")
-        var bindings = (w.bindings + orderBindings).map(SQLValue.init)
+        var o = Self.rowOptions(options)
+        o.orderBy = options.orderBy
         // One extra row tells whether another page follows.
-        sql += " LIMIT ? OFFSET ?"
-        bindings.append(.integer(Int64(limit.map { $0 + (pageLimited ? 1 : 0) } ?? -1)))
-        bindings.append(.integer(Int64(start)))
-        let finalSQL = sql
-        let finalBindings = bindings
-        var rows = try self.sql { try db.query(finalSQL, finalBindings) }
+        o.top = limit.map { $0 + (pageLimited ? 1 : 0) }
+        o.skip = start > 0 ? start : nil
+        let p = try plan(scope, apply: options.apply, options: o)
+        var rows = try self.sql { try db.query(p.sql.sql, p.sql.bindings.map(SQLValue.init)) }
         var more = false
         if pageLimited, let limit, rows.count > limit {
             more = true
@@ -352,13 +487,29 @@ struct LocalQueryPlanner {
         }
         var entries: [LocalEntry] = []
         entries.reserveCapacity(rows.count)
-        for row in rows {
-            let text = row["_json"]?.string ?? "{}"
-            let props = (try? RawJSON.parse(text))?.members ?? []
-            entries.append(
-                LocalEntry(
-                    set: scope.layout.set.name, entityType: scope.layout.entityType, properties: props,
-                    etag: row["_etag"]?.string, row: row))
+        switch p.shape {
+        case .aggregated(let columns):
+            for row in rows {
+                var props: [(String, RawJSON)] = []
+                for c in columns { Self.place(&props, c.path, value(row, c)) }
+                var e = LocalEntry(
+                    set: scope.layout.set.name, entityType: scope.entityType, properties: props, etag: nil,
+                    row: row)
+                e.aggregated = true
+                entries.append(e)
+            }
+            return (entries, more)
+        case .entities(let computed):
+            for row in rows {
+                let text = row["_json"]?.string ?? "{}"
+                var props = (try? RawJSON.parse(text))?.members ?? []
+                for c in computed { Self.place(&props, c.path, value(row, c)) }
+                var e = LocalEntry(
+                    set: scope.layout.set.name, entityType: row["_type"]?.string ?? scope.layout.entityType,
+                    properties: props, etag: row["_etag"]?.string, row: row)
+                e.expectedType = scope.declaredType ?? scope.entityType
+                entries.append(e)
+            }
         }
         if let se = selectExpand {
             if let expand = se.expand, !expand.isEmpty {
@@ -366,16 +517,36 @@ struct LocalQueryPlanner {
             }
             if let select = se.select, !select.isEmpty, !select.contains(where: \.isWildcard) {
                 let names = Set(select.compactMap(\.path.first))
-                let keys = v2 ? [] : Set(scope.layout.key)
+                // The key stays (V4 needs it for the entity's id; a V2 `__metadata.uri` names it).
+                let keys = Set(scope.layout.key)
                 for i in entries.indices {
                     entries[i].properties = entries[i].properties.filter {
                         names.contains($0.0) || keys.contains($0.0)
                     }
-                    entries[i].expanded = entries[i].expanded.filter { names.contains($0.0) || true }
+                    // V4 services answer the key properties too (odatapy, Olingo); V2 only what was chosen.
+                    entries[i].selected = v2 ? names : names.union(keys)
                 }
             }
         }
         return (entries, more)
+    }
+
+    /// A computed or aggregated column's wire value.
+    func value(_ row: Row, _ c: ODataResultColumn) -> RawJSON {
+        ODataStorage.wireValue(
+            SQLBinding(row[c.sqlName] ?? .null), type: c.type, encoding: c.encoding, model: m.model)
+    }
+
+    /// Puts `value` at `path` among `members` (nested objects created as needed).
+    static func place(_ members: inout [(String, RawJSON)], _ path: [String], _ value: RawJSON) {
+        guard let head = path.first else { return }
+        if path.count == 1 {
+            ODataOfflineWriter.setMember(&members, head, value)
+            return
+        }
+        var inner = members.first { $0.0 == head }?.1.members ?? []
+        place(&inner, Array(path.dropFirst()), value)
+        ODataOfflineWriter.setMember(&members, head, .object(inner))
     }
 
     mutating func expandEntry(_ entry: inout LocalEntry, _ items: [ODataExpandItem]) throws(ODataServiceError)
@@ -383,27 +554,39 @@ struct LocalQueryPlanner {
         for item in items {
             if item.isWildcard { continue }
             guard let first = item.path.first else { continue }
+            if let cast = m.model.structuredType(first), cast.isEntity {
+                // `Shop.Employee/Manager`: only for entities of that type.
+                guard m.model.isType(entry.entityType, derivedFrom: cast.qualifiedName), item.path.count > 1
+                else {
+                    continue
+                }
+                var rest = item
+                rest.path = Array(item.path.dropFirst())
+                try expandEntry(&entry, [rest])
+                continue
+            }
             guard let nav = m.model.navigationProperty(named: first, in: entry.entityType) else { continue }
-            let scope: LocalScope
-            if let mapping = m.mapping.navigation(first, from: entry.entityType) {
+            var scope: LocalScope
+            if let contained = m.layouts[entry.set + "/" + first], let container = contained.container {
+                let row = entry.row
+                _ = try containedScope(
+                    contained,
+                    from: LocalScope(layout: contained, condition: { _ in SQLFragment("1") }, single: false))
+                scope = Self.equalScope(
+                    contained, container.parentKey.map { ($0.name, SQLBinding(row[$0.path[0]] ?? .null)) },
+                    single: !nav.isCollection)
+            } else if let mapping = m.mapping.navigation(first, from: entry.entityType) {
                 let sourceSet = m.layouts[entry.set]?.set
                 let targetSet = sourceSet.flatMap {
-                    m.model.targetEntitySet(from: $0, navigationPath: first)
+                    m.model.targetEntitySet(from: $0, navigation: first, on: entry.entityType)
                 }?
                 .name
                 let target = try layout(forSet: targetSet ?? mapping.table, type: nav.target)
-                var parts: [(String, SQLValue)] = []
-                for j in mapping.joins {
-                    parts.append((j.targetColumn, entry.row[j.sourceColumn] ?? .null))
-                }
-                let bound = parts.map { ($0.0, SQLBinding($0.1)) }
-                scope = LocalScope(
-                    layout: target,
-                    condition: { a in
-                        var f = SQLFragment("1")
-                        for (col, v) in bound { f = f + " AND \(q(a)).\(q(col)) = ?" + SQLFragment("", [v]) }
-                        return f
-                    }, single: !nav.isCollection)
+                let row = entry.row
+                scope = Self.equalScope(
+                    target,
+                    mapping.joins.map { ($0.targetColumn, SQLBinding(row[$0.sourceColumn] ?? .null)) },
+                    single: !nav.isCollection)
             } else if let link = m.links[entry.set]?[first] {
                 scope = try linkScope(link, fromRow: entry.row)
             } else {
@@ -412,6 +595,7 @@ struct LocalQueryPlanner {
                     "$expand=\(first) has no referential constraint nor downloaded links to answer it locally"
                 )
             }
+            scope.declaredType = nav.target
             var nested = ODataQueryOptions()
             if item.path.count > 1 {
                 var rest = item
@@ -424,6 +608,18 @@ struct LocalQueryPlanner {
                 nested.skip = item.skip
                 nested.select = item.select
                 nested.expand = item.expand
+                nested.search = item.search
+                nested.searchExpression = item.searchExpression
+                nested.compute = item.compute
+                if let levels = item.levels, levels > 1 {
+                    // `$levels=n`: the same expansion again inside, n - 1 more times.
+                    guard levels != Int.max else {
+                        throw ODataServiceError(501, "NotImplemented", "$levels=max is not answered locally")
+                    }
+                    var again = item
+                    again.levels = levels - 1
+                    nested.expand = (nested.expand ?? []) + [again]
+                }
             }
             let merge = entry.expanded.firstIndex { $0.0 == first }
             if nav.isCollection {
@@ -458,137 +654,4 @@ struct LocalQueryPlanner {
         }
     }
 
-}
-
-// MARK: navigation through link tables, $ref / $links
-
-extension LocalQueryPlanner {
-    /// Whether `scope` holds at least one row.
-    func exists(_ scope: LocalScope) throws(ODataServiceError) -> Bool {
-        let condition = scope.condition("src")
-        let sql = "SELECT 1 FROM \(q(scope.layout.set.name)) AS \"src\" WHERE " + condition.sql + " LIMIT 1"
-        return try self.sql { try db.scalar(sql, condition.bindings.map(SQLValue.init)) } != nil
-    }
-
-    /// `(alias.k1, alias.k2)` over the target key columns.
-    static func keyTuple(_ alias: String, _ columns: [String]) -> String {
-        "(" + columns.map { "\(q(alias)).\(q($0))" }.joined(separator: ", ") + ")"
-    }
-
-    /// The links of `link` are known for a source row when the link table holds its marker row.
-    static func linksKnown(_ link: MirrorLinkNavigation, source alias: String) -> String {
-        "EXISTS (SELECT 1 FROM \(q(link.table)) AS \"lk\" WHERE "
-            + link.sourceKey.map {
-                "\"lk\".\(q(MirrorLinkNavigation.sourceColumn($0.name))) = \(q(alias)).\(q($0.name))"
-            }.joined(separator: " AND ") + ")"
-    }
-
-    static func unknownLinks(_ link: MirrorLinkNavigation) -> ODataServiceError {
-        ODataServiceError(
-            501, "NotImplemented",
-            "navigation '\(link.name)' from \(link.sourceSet) has no referential constraint and its links were "
-                + "not downloaded for these entities (a defining request with $expand=\(link.name) records them)"
-        )
-    }
-
-    /// The entities a link-table navigation reaches from the rows of `source`. Throws 501 when some
-    /// source row's links were never downloaded: the mirror cannot know them, so it does not answer
-    /// (a source row whose links were downloaded and are empty gives an empty answer).
-    func linkScope(_ link: MirrorLinkNavigation, from source: LocalScope, isCollection: Bool)
-        throws(ODataServiceError)
-        -> LocalScope
-    {
-        guard let target = m.layouts[link.targetSet] else { throw Self.unknownLinks(link) }
-        let previous = source.condition
-        let sourceSet = source.layout.set.name
-        let check = previous("src")
-        let sql =
-            "SELECT 1 FROM \(q(sourceSet)) AS \"src\" WHERE " + check.sql + " AND NOT "
-            + Self.linksKnown(link, source: "src") + " LIMIT 1"
-        if try self.sql({ try db.scalar(sql, check.bindings.map(SQLValue.init)) }) != nil {
-            throw Self.unknownLinks(link)
-        }
-        let sourceKeys = link.sourceKey.map(\.name)
-        let targetKeys = link.targetKey.map(\.name)
-        return LocalScope(
-            layout: target,
-            condition: { a in
-                Self.keyTuple(a, targetKeys) + " IN (SELECT "
-                    + targetKeys.map { "\"lk\".\(q(MirrorLinkNavigation.targetColumn($0)))" }.joined(
-                        separator: ", ")
-                    + " FROM \(q(link.table)) AS \"lk\" WHERE ("
-                    + sourceKeys.map { "\"lk\".\(q(MirrorLinkNavigation.sourceColumn($0)))" }.joined(
-                        separator: ", ")
-                    + ") IN (SELECT "
-                    + sourceKeys.map { "\"src\".\(q($0))" }.joined(separator: ", ")
-                    + " FROM \(q(sourceSet)) AS \"src\" WHERE " + previous("src") + "))"
-            }, single: !isCollection)
-    }
-
-    /// The entities a link-table navigation reaches from one source row (for `$expand`); 501 when that
-    /// row's links were never downloaded.
-    func linkScope(_ link: MirrorLinkNavigation, fromRow row: Row) throws(ODataServiceError) -> LocalScope {
-        guard let target = m.layouts[link.targetSet] else { throw Self.unknownLinks(link) }
-        let keys: [(String, SQLBinding)] = link.sourceKey.map {
-            (MirrorLinkNavigation.sourceColumn($0.name), SQLBinding(row[$0.name] ?? .null))
-        }
-        let probe =
-            "SELECT 1 FROM \(q(link.table)) WHERE "
-            + keys.map { "\(q($0.0)) = ?" }.joined(separator: " AND ") + " LIMIT 1"
-        let values = keys.map { SQLValue($0.1) }
-        if try self.sql({ try db.scalar(probe, values) }) == nil { throw Self.unknownLinks(link) }
-        let targetKeys = link.targetKey.map(\.name)
-        return LocalScope(
-            layout: target,
-            condition: { a in
-                var f =
-                    SQLFragment(
-                        Self.keyTuple(a, targetKeys) + " IN (SELECT "
-                            + targetKeys.map { "\"lk\".\(q(MirrorLinkNavigation.targetColumn($0)))" }.joined(
-                                separator: ", ")
-                            + " FROM \(q(link.table)) AS \"lk\" WHERE 1")
-                for (column, value) in keys {
-                    f = f + " AND \"lk\".\(q(column)) = ?" + SQLFragment("", [value])
-                }
-                return f + ")"
-            }, single: !link.isCollection)
-    }
-
-    /// A filter or order through link-table navigation is answered only when every row of each source
-    /// set has its links downloaded (otherwise rows without links would silently not match).
-    func requireLinks(_ used: Set<MirrorLinkNavigation>) throws(ODataServiceError) {
-        for link in used.sorted(by: { $0.table < $1.table }) {
-            let sql =
-                "SELECT 1 FROM \(q(link.sourceSet)) AS \"src\" WHERE NOT "
-                + Self.linksKnown(link, source: "src")
-                + " LIMIT 1"
-            if try self.sql({ try db.scalar(sql) }) != nil { throw Self.unknownLinks(link) }
-        }
-    }
-
-    /// V4 `…/$ref` (`Collection($ref)` or one `@odata.id`), V2 `…/$links/Nav` (`results` of `uri`s or
-    /// one `uri`).
-    mutating func references(_ scope: LocalScope, options: ODataQueryOptions) throws(ODataServiceError)
-        -> LocalResult
-    {
-        var o = options
-        o.select = nil
-        o.expand = nil
-        if scope.single {
-            o.top = nil
-            o.skip = nil
-            o.filter = nil
-            o.orderBy = nil
-            guard let e = try fetch(scope, options: o, paging: nil).entries.first else {
-                throw ODataServiceError(404, "NotFound", "no entity is linked")
-            }
-            return .reference(e)
-        }
-        let offset = try skipTokenOffset(options)
-        let result = try fetch(scope, options: o, paging: (offset, request.pageSize))
-        var total: Int?
-        if options.wantsCount { total = try count(scope, options: o) }
-        let next = result.more ? nextLink(offset: offset + result.entries.count) : nil
-        return .references(result.entries, total: total, next: next)
-    }
 }

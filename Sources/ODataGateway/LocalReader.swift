@@ -36,6 +36,8 @@ public struct LocalReadRequest: Sendable {
     public var format: ODataFormat
     /// Server-driven page size (config `pageSize` or `Prefer: odata.maxpagesize`, the smaller).
     public var pageSize: Int?
+    /// The client asked for Atom/XML (`Accept` without JSON naming Atom or XML, or `$format=atom|xml`).
+    public var atom = false
 
     /// Creates a request.
     public init(path: String, query: String, serviceRoot: String, format: ODataFormat, pageSize: Int?) {
@@ -143,9 +145,16 @@ public struct ODataLocalReader: Sendable {
                 preferApplied = "odata.maxpagesize=\(n)"
             }
         }
-        let local = LocalReadRequest(
+        var local = LocalReadRequest(
             path: path, query: query, serviceRoot: mount.gatewayRoot(for: request), format: format,
             pageSize: pageSize)
+        local.atom = Self.wantsAtom(accept: request.headers["Accept"], format: request.queryValue("$format"))
+        // A V4 client that also takes anything (`*/*`) gets JSON, as V4 services answer.
+        if version == .v4, request.queryValue("$format") == nil,
+            (request.headers["Accept"] ?? "").contains("*/*")
+        {
+            local.atom = false
+        }
         do {
             let answer = try read(local)
             var headers = ODataVersionHeaders.response(version, for: .data)
@@ -171,19 +180,74 @@ public struct ODataLocalReader: Sendable {
             path = try ODataResourcePath.parse(request.path, model: m.model)
             options = try ODataQueryOptions.parse(rawQuery: request.query, version: m.version)
         } catch { throw ODataServiceError(error) }
-        if let f = options.format?.lowercased(), !f.hasPrefix("json"), !f.hasPrefix("application/json") {
-            throw ODataServiceError(501, "NotImplemented", "only $format=json is answered locally")
+        switch path.target {
+        case .metadata, .count, .rawValue: break
+        default:
+            if request.atom {
+                // V4 has no Atom format the gateway writes; V2 Atom is SAP Gateway's default format.
+                if m.version == .v4 {
+                    throw ODataServiceError(
+                        406, "NotAcceptable", "only JSON is served for this OData V4 service")
+                }
+            }
+            if !request.atom, let f = options.format?.lowercased(), !f.hasPrefix("json"),
+                !f.hasPrefix("application/json")
+            {
+                throw ODataServiceError(501, "NotImplemented", "only $format=json is answered locally")
+            }
         }
+        try Self.refuseUnanswered(options)
         let serializer = ODataJSONSerializer(model: m, format: request.format, root: request.serviceRoot)
         do {
             return try mirror.pool.read { db throws(ODataServiceError) in
                 var planner = LocalQueryPlanner(db: db, model: m, request: request)
-                return serializer.render(try planner.plan(path: path, options: options))
+                let result = try planner.plan(path: path, options: options)
+                if request.atom,
+                    let atom = ODataAtomSerializer(model: m, root: request.serviceRoot).render(result)
+                {
+                    return atom
+                }
+                return serializer.render(result)
             }
         } catch let e as ODataServiceError {
             throw e
         } catch {
             throw ODataServiceError(sqlFailure: error)
         }
+    }
+
+    /// Whether a client asks for Atom/XML: `$format=atom|xml`, or an `Accept` that names Atom or XML and
+    /// not JSON (as SAP Gateway decides).
+    static func wantsAtom(accept: String?, format: String?) -> Bool {
+        if let f = format?.lowercased() {
+            return f == "atom" || f == "xml" || f.hasPrefix("application/atom")
+                || f.hasPrefix("application/xml")
+        }
+        let a = (accept ?? "").lowercased()
+        return !a.contains("json") && (a.contains("atom") || a.contains("xml"))
+    }
+
+    /// Query options the local read path does not evaluate: answered 501, never a 200 that silently
+    /// ignores them (`$index`, a top-level `$levels`, `$apply` with `$expand`/`$select` or inside
+    /// `$expand`, `$levels=max`, `Nav/$ref` and `Nav/$count` expansions).
+    static func refuseUnanswered(_ options: ODataQueryOptions) throws(ODataServiceError) {
+        func refuse(_ name: String) -> ODataServiceError {
+            ODataServiceError(501, "NotImplemented", "\(name) is not answered locally")
+        }
+        if options.index != nil { throw refuse("$index") }
+        if options.levels != nil { throw refuse("$levels outside $expand") }
+        if options.apply != nil, options.expand != nil || options.select != nil {
+            throw refuse("$expand or $select with $apply")
+        }
+        func check(_ items: [ODataExpandItem]) throws(ODataServiceError) {
+            for item in items {
+                if item.apply != nil { throw refuse("$apply in $expand") }
+                if item.levels == Int.max { throw refuse("$levels=max") }
+                if item.isRef { throw refuse("$expand=\(item.path.joined(separator: "/"))/$ref") }
+                if item.isCount { throw refuse("$expand=\(item.path.joined(separator: "/"))/$count") }
+                try check(item.expand ?? [])
+            }
+        }
+        try check(options.expand ?? [])
     }
 }

@@ -43,33 +43,48 @@ struct ODataJSONSerializer {
             }
             return LocalReadResponse(
                 status: 200, contentType: "text/plain;charset=utf-8", body: Array(text.utf8))
-        case .property(let name, let type, let value):
+        case .property(let name, let type, let value, let context):
             if v2 { return json(.object([("d", .object([(name, value)]))])) }
             var body: [(String, RawJSON)] = []
             if format.metadata != .none {
-                body.append(("@odata.context", .string(root + "$metadata#" + type.description)))
+                body.append(("@odata.context", .string(root + "$metadata#" + (context ?? type.description))))
             }
-            body.append(("value", convert(value, type: type.primitive)))
+            if !type.isCollection, let complex = m.model.structuredType(type.name), !complex.isEntity {
+                // A complex value is the body itself (null: 204, as upstreams answer).
+                guard let members = value.members else {
+                    return LocalReadResponse(status: 204, contentType: "text/plain", body: [])
+                }
+                body += members
+                return json(.object(body))
+            }
+            body.append(("value", convert(value, type: m.model.primitiveType(of: type))))
             return json(.object(body))
-        case .entity(let e, let set, let options):
+        case .entity(let e, let set, let options, let context):
             var object = entityJSON(e, topLevel: true)
             if !v2, format.metadata != .none {
-                object.insert(
-                    (
-                        "@odata.context",
-                        .string(root + "$metadata#" + set + selectSuffix(options) + "/$entity")
-                    ),
-                    at: 0)
+                // An entity of a type derived from the type its path declares names it as a cast
+                // (`People/Shop.Model.Employee/$entity`), as the context URL rules require.
+                let declared =
+                    e.expectedType.isEmpty ? (m.layouts[set]?.entityType ?? e.entityType) : e.expectedType
+                let cast = e.entityType != declared ? "/" + e.entityType : ""
+                var fragment = set + cast + selectSuffix(options) + "/$entity"
+                if let context {
+                    fragment =
+                        context.hasSuffix("/$entity")
+                        ? context.dropLast("/$entity".count) + cast + selectSuffix(options) + "/$entity"
+                        : context + selectSuffix(options)
+                }
+                object.insert(("@odata.context", .string(root + "$metadata#" + fragment)), at: 0)
             }
             var response = json(v2 ? .object([("d", .object(object))]) : .object(object))
             response.etag = e.etag
             return response
-        case .collection(let entries, let total, let next, let set, let options):
+        case .collection(let entries, let total, let next, let set, let options, let context):
             let values = entries.map { RawJSON.object(entityJSON($0, topLevel: true)) }
-            let context = "$metadata#" + set + selectSuffix(options)
-            return feed(values, total: total, next: next, context: context)
+            let fragment = options.apply != nil ? (context ?? set) : (context ?? set) + selectSuffix(options)
+            return feed(values, total: total, next: next, context: "$metadata#" + fragment)
         case .reference(let e):
-            let id = root + e.set + keyPredicate(e)
+            let id = entityID(e)
             if v2 { return json(.object([("d", .object([("uri", .string(id))]))])) }
             var body: [(String, RawJSON)] = []
             if format.metadata != .none { body.append(("@odata.context", .string(root + "$metadata#$ref"))) }
@@ -77,7 +92,7 @@ struct ODataJSONSerializer {
             return json(.object(body))
         case .references(let entries, let total, let next):
             let name = v2 ? "uri" : "@odata.id"
-            let items = entries.map { RawJSON.object([(name, .string(root + $0.set + keyPredicate($0)))]) }
+            let items = entries.map { RawJSON.object([(name, .string(entityID($0)))]) }
             return feed(items, total: total, next: next, context: "$metadata#Collection($ref)")
         }
     }
@@ -99,11 +114,22 @@ struct ODataJSONSerializer {
         return json(.object(body))
     }
 
+    /// The select list of a context URL: `(Name,Customer(Country))` for `$select` and `$expand` (an
+    /// expanded navigation is listed, with its own nested list), `""` without either.
     func selectSuffix(_ options: ODataQueryOptions) -> String {
-        guard let select = options.select, !select.isEmpty, !select.contains(where: \.isWildcard) else {
-            return ""
+        Self.contextList(select: options.select, expand: options.expand).map { "(" + $0 + ")" } ?? ""
+    }
+
+    static func contextList(select: [ODataSelectItem]?, expand: [ODataExpandItem]?) -> String? {
+        var items: [String] = []
+        if let select, !select.contains(where: \.isWildcard) {
+            items += select.map { $0.path.joined(separator: "/") }
         }
-        return "(" + select.map { $0.path.joined(separator: "/") }.joined(separator: ",") + ")"
+        for item in expand ?? [] where !item.isWildcard {
+            let nested = contextList(select: item.select, expand: item.expand)
+            items.append(item.path.joined(separator: "/") + (nested.map { "(" + $0 + ")" } ?? ""))
+        }
+        return items.isEmpty ? nil : items.joined(separator: ",")
     }
 
     func json(_ value: RawJSON) -> LocalReadResponse {
@@ -189,10 +215,45 @@ struct ODataJSONSerializer {
         return value
     }
 
+    /// The entity's id: `Set(key)`, a singleton's name.
+    func entityID(_ e: LocalEntry) -> String { Self.id(e, model: m, root: root) }
+
+    /// The id of `e` under `root` (V2 key predicates: the model's version).
+    static func id(_ e: LocalEntry, model: MirrorModel, root: String) -> String {
+        let layout = model.layouts[e.set]
+        if layout?.set.isSingleton == true { return root + e.set }
+        let serializer = ODataJSONSerializer(
+            model: model, format: ODataFormat(version: model.version), root: root)
+        if let container = layout?.container, let parentLayout = model.layouts[container.parentSet] {
+            // `Orders(2)/Lines(1)`: the parent's id from the row's `_p_` columns.
+            let parentProperties: [(String, RawJSON)] = container.parentKey.map { c in
+                let value = ODataStorage.wireValue(
+                    SQLBinding(e.row[c.name] ?? .null), type: EdmTypeRef(name: c.type.rawValue),
+                    encoding: model.mapping.profile.encoding(
+                        of: EdmTypeRef(name: c.type.rawValue), in: model.model),
+                    model: model.model)
+                return (c.path[0], value)
+            }
+            let parent = LocalEntry(
+                set: container.parentSet, entityType: parentLayout.entityType, properties: parentProperties,
+                etag: nil, row: e.row)
+            let parentID = id(parent, model: model, root: root)
+            return parentID + "/" + container.navigation
+                + (container.isCollection ? serializer.keyPredicate(e) : "")
+        }
+        return root + e.set + serializer.keyPredicate(e)
+    }
+
     func entityJSON(_ e: LocalEntry, topLevel: Bool) -> [(String, RawJSON)] {
         var out: [(String, RawJSON)] = []
-        let id = root + e.set + keyPredicate(e)
         let info = m.types[e.entityType]
+        if e.aggregated {
+            // An aggregated `$apply` row: no identity (V4 `@odata.id: null`), only its columns.
+            if !v2, format.metadata != .none { out.append(("@odata.id", .null)) }
+            for (name, value) in e.properties { out.append((name, value)) }
+            return out
+        }
+        let id = entityID(e)
         let qualified = info?.qualifiedName ?? e.entityType
         if v2 {
             var meta: [(String, RawJSON)] = [
@@ -201,21 +262,22 @@ struct ODataJSONSerializer {
             if let etag = e.etag { meta.append(("etag", .string(etag))) }
             out.append(("__metadata", .object(meta)))
         } else {
-            if format.metadata == .full {
+            let derived = !e.expectedType.isEmpty && e.expectedType != qualified
+            if format.metadata == .full || (format.metadata == .minimal && derived) {
                 out.append(("@odata.type", .string("#" + qualified)))
-                out.append(("@odata.id", .string(id)))
             }
+            if format.metadata == .full { out.append(("@odata.id", .string(id))) }
             if let etag = e.etag, format.metadata != .none { out.append(("@odata.etag", .string(etag))) }
             if format.metadata == .full { out.append(("@odata.editLink", .string(id))) }
         }
-        for (name, value) in e.properties {
+        for (name, value) in e.properties where e.selected?.contains(name) ?? true {
             let type = info?.primitives[name]
             out.append((name, convert(value, type: type)))
         }
         let expandedNames = Set(e.expanded.map(\.0))
         if v2 {
             let navs = info?.navigationNames ?? m.model.navigationProperties(of: e.entityType).map(\.name)
-            for nav in navs where !expandedNames.contains(nav) {
+            for nav in navs where !expandedNames.contains(nav) && (e.selected?.contains(nav) ?? true) {
                 out.append((nav, .object([("__deferred", .object([("uri", .string(id + "/" + nav))]))])))
             }
         }

@@ -89,24 +89,38 @@ extension ODataMirror {
             set + ODataKeyText.predicate(properties, keys, version: m.version), model: m)
     }
 
-    /// The stored rows (JSON, ETag, scope) of the protected entities of `sets`, to be put back after the
-    /// download replaced a request's rows. Canonical names do not read back into keys, so each row of a
-    /// set that holds a protected entity is named from its JSON (only while local changes wait).
-    static func protectedRows(_ db: Database, _ m: MirrorModel, _ entities: Set<String>, sets: Set<String>)
-        throws -> [(layout: MirrorSetLayout, json: String, etag: String?, scope: String)]
+    /// The mark a protected row's scope (`_dr`) carries while a download replaces its request's rows.
+    static let keptMark = "_mg_kept:"
+
+    /// Marks the rows of the protected entities of `sets` (their `_dr` prefixed with ``keptMark``) so that
+    /// replacing a request's rows leaves them as they are. Canonical names do not read back into keys, so
+    /// each row of a set that holds a protected entity is named from its JSON (only while changes wait).
+    static func markProtected(_ db: Database, _ m: MirrorModel, _ entities: Set<String>, sets: Set<String>)
+        throws
     {
-        var rows: [(layout: MirrorSetLayout, json: String, etag: String?, scope: String)] = []
         let protectedSets = Set(entities.compactMap { e in e.firstIndex(of: "|").map { String(e[..<$0]) } })
-        for set in sets.intersection(protectedSets).sorted() {
-            guard let layout = m.layouts[set] else { continue }
-            for r in try db.query("SELECT \"_json\", \"_etag\", \"_dr\" FROM \(q(set))") {
-                guard let json = r[0].string, let members = (try? RawJSON.parse(json))?.members,
+        for set in sets.intersection(protectedSets).sorted() where m.layouts[set] != nil {
+            for r in try db.query("SELECT rowid, \"_json\" FROM \(q(set))") {
+                guard let rowid = r[0].int64, let json = r[1].string,
+                    let members = (try? RawJSON.parse(json))?.members,
                     let name = canonicalName(m, set: set, members), entities.contains(name)
                 else { continue }
-                rows.append((layout, json, r[1].string, r[2].string ?? "local"))
+                try db.run(
+                    "UPDATE \(q(set)) SET \"_dr\" = ? || \"_dr\" WHERE rowid = ?",
+                    [.text(keptMark), .integer(rowid)])
             }
         }
-        return rows
+    }
+
+    /// Gives the rows ``markProtected(_:_:_:sets:)`` marked their scope back.
+    static func unmarkProtected(_ db: Database, _ m: MirrorModel, sets: Set<String>) throws {
+        for set in sets.sorted() where m.layouts[set] != nil {
+            try db.run(
+                "UPDATE \(q(set)) SET \"_dr\" = substr(\"_dr\", ?) WHERE substr(\"_dr\", 1, ?) = ?",
+                [
+                    .integer(Int64(keptMark.count + 1)), .integer(Int64(keptMark.count)), .text(keptMark),
+                ])
+        }
     }
 
     /// Inside a download's transaction: stores `entities` of `set` for `request` (replacing rows with their
@@ -125,7 +139,9 @@ extension ODataMirror {
                 outcome.keptLocal += 1
                 continue
             }
-            try statement.bind(MirrorWriter.rowValues(m, layout, e.properties, etag: e.etag, scope: request))
+            try statement.bind(
+                MirrorWriter.rowValues(
+                    m, layout, e.properties, etag: e.etag, scope: request, type: e.type, parent: e.parent))
             _ = try statement.step()
             statement.reset()
             n += 1

@@ -64,7 +64,7 @@ public struct MirrorLinkNavigation: Sendable, Hashable {
             guard !props.isEmpty, props.count == model.key(of: type).count else { return nil }
             var out: [(name: String, type: EdmPrimitiveType)] = []
             for p in props {
-                guard let prim = p.type.primitive else { return nil }
+                guard let prim = model.primitiveType(of: p.type) else { return nil }
                 out.append((p.name, prim))
             }
             return out
@@ -129,11 +129,13 @@ extension ODataMirror {
                 let columns =
                     [#""_dr" TEXT NOT NULL"#]
                     + link.sourceKey.map {
-                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)
+                        q(MirrorLinkNavigation.sourceColumn($0.name)) + " "
+                            + (ODataStorage.columnType($0.type) ?? "TEXT")
                             + " NOT NULL"
                     }
                     + link.targetKey.map {
-                        q(MirrorLinkNavigation.targetColumn($0.name)) + " " + MirrorColumn.sqlType($0.type)
+                        q(MirrorLinkNavigation.targetColumn($0.name)) + " "
+                            + (ODataStorage.columnType($0.type) ?? "TEXT")
                     }
                 try db.execute(
                     "CREATE TABLE IF NOT EXISTS \(q(link.table)) (\(columns.joined(separator: ", ")))")
@@ -195,7 +197,7 @@ extension ODataMirror {
         {
             var out: [SQLValue] = []
             for k in key {
-                let v = MirrorColumn.columnValue(MirrorColumn.lookup(props, [k.name]), k.type, m.version)
+                let v = MirrorColumn.encode(MirrorColumn.lookup(props, [k.name]), k.type)
                 if case .null = v { return nil }
                 out.append(v)
             }
@@ -234,9 +236,12 @@ struct MirrorSQLMapping: SQLMapping {
     let links: [String: [String: MirrorLinkNavigation]]
     let usage = LinkUsage()
 
+    let layouts: [String: MirrorSetLayout]
+
     init(_ m: MirrorModel) {
         base = m.mapping
         links = m.links
+        layouts = m.layouts
     }
 
     func column(for path: [String], in entityType: String) -> String? {
@@ -245,12 +250,33 @@ struct MirrorSQLMapping: SQLMapping {
 
     func navigation(_ name: String, from entityType: String) -> SQLNavigationMapping? {
         if let nav = base.navigation(name, from: entityType) { return nav }
+        if let table = base.table(for: entityType), let contained = layouts[table + "/" + name],
+            let container = contained.container
+        {
+            // Contained entities: their `_p_` columns hold the parent's key.
+            return SQLNavigationMapping(
+                table: contained.set.name, entityType: contained.entityType,
+                joins: container.parentKey.map {
+                    SQLJoinColumns(sourceColumn: $0.path[0], targetColumn: $0.name)
+                })
+        }
         guard let table = base.table(for: entityType), let link = links[table]?[name] else { return nil }
         usage.record(link)
         return link.sqlMapping
     }
 
     func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding {
-        base.binding(for: literal, type: type)
+        if case .guid(let g) = literal { return .text(g.lowercased()) }
+        return base.binding(for: literal, type: type)
+    }
+
+    var profile: SQLStorageProfile { base.profile }
+    func typeColumn(for entityType: String) -> String? { base.typeColumn(for: entityType) }
+    func documentColumn(for entityType: String) -> String? { base.documentColumn(for: entityType) }
+    func collection(for path: [String], in entityType: String) -> SQLCollectionMapping? {
+        base.collection(for: path, in: entityType)
+    }
+    func encoding(for path: [String], in entityType: String) -> SQLValueEncoding? {
+        base.encoding(for: path, in: entityType)
     }
 }

@@ -3,31 +3,64 @@ import JSONCore
 import ODataCore
 import Storage
 
-/// One stored column of a mirrored entity set: a primitive property (complex properties flattened with
-/// `_`, as ``ModelSQLMapping`` expects).
+/// One stored column of a mirrored entity set: a primitive or enumeration property of the set's type or
+/// of a type deriving from it (complex properties flattened with `_`, as ``ModelSQLMapping`` expects),
+/// stored in ODataCore's ``SQLStorageProfile/exact`` encoding (``ODataStorage``).
 public struct MirrorColumn: Sendable, Hashable {
     /// Column name (`Address_City`).
     public var name: String
     /// Property path in the entity (`["Address", "City"]`).
     public var path: [String]
-    /// The EDM type.
+    /// The primitive type (an enumeration's underlying values are stored as integers).
     public var type: EdmPrimitiveType
+    /// The enumeration type, when the property is one.
+    public var enumType: EdmEnumType?
+
+    /// The column value of a wire value (V2 and V4 forms alike).
+    func encode(_ value: RawJSON) -> SQLValue {
+        if let enumType { return SQLValue(ODataStorage.encode(value, as: enumType)) }
+        return SQLValue(ODataStorage.encode(value, as: type))
+    }
+
+    /// The SQL column type.
+    var sqlType: String { enumType != nil ? "INTEGER" : ODataStorage.columnType(type) ?? "TEXT" }
 }
 
-/// The table layout of one entity set.
+/// The table layout of one entity set or singleton.
 public struct MirrorSetLayout: Sendable {
     /// Entity set (and table) name.
     public var set: EdmEntitySet
     /// Qualified entity type.
     public var entityType: String
-    /// Typed columns, one per primitive property.
+    /// Typed columns, one per primitive or enumeration property of the type and the types deriving from it.
     public var columns: [MirrorColumn]
     /// Key property names, in key order.
     public var key: [String]
+    /// For the entities a containment navigation holds (table `Set/Nav`): the container.
+    public var container: MirrorContainment?
+}
+
+/// Where contained entities live: the table `ParentSet/Nav` holds the entities the containment
+/// navigation `Nav` of `ParentSet`'s entities holds, each with its parent's key in `_p_<Key>` columns
+/// (the entity's own key is unique only within its parent).
+public struct MirrorContainment: Sendable {
+    /// The parent's entity set (or singleton).
+    public var parentSet: String
+    /// The containment navigation property.
+    public var navigation: String
+    /// Whether the navigation is collection-valued.
+    public var isCollection: Bool
+    /// The parent's key columns (`_p_ID`), their paths naming the parent's key properties.
+    public var parentKey: [MirrorColumn]
 }
 
 /// A parsed, stored `$metadata` with the derived table layouts.
 public struct MirrorModel: Sendable {
+    /// The storage layout version this code writes (kept in `_mg_meta` as `layout`): 1 was the first
+    /// release's (decimals as REAL, durations and enumerations as sent, no type column), 2 is ODataCore's
+    /// ``SQLStorageProfile/exact`` with a `_type` column and columns for derived types' properties.
+    public static let layoutVersion = "2"
+
     /// The `$metadata` document exactly as the upstream (or bootstrap file) served it.
     public var metadata: [UInt8]
     /// The parsed model.
@@ -45,6 +78,13 @@ public struct MirrorModel: Sendable {
     /// The version of the service.
     public var version: ODataVersion { model.version }
 
+    /// The bound value of a key or literal compared with a stored value of `type` (GUIDs lowercased, as
+    /// they are stored).
+    func binding(for literal: ODataLiteral, type: EdmTypeRef?) -> SQLBinding {
+        if case .guid(let g) = literal { return .text(g.lowercased()) }
+        return mapping.binding(for: literal, type: type)
+    }
+
     /// `"A" = ? AND "B" = ?` selecting the row of `layout`'s table with `key`, and the key values bound as
     /// the mirror stores them (typed by the entity type's properties). Names come from the parsed key,
     /// which holds only the model's key properties; they are quoted.
@@ -52,11 +92,26 @@ public struct MirrorModel: Sendable {
         var parts: [String] = []
         var values: [SQLValue] = []
         for kv in key.values {
-            let t = model.property(named: kv.name, in: layout.entityType)?.type
+            // A contained entity's key includes its parent's (`_p_ID`, see ``MirrorContainment``).
+            let t =
+                model.property(named: kv.name, in: layout.entityType)?.type
+                ?? layout.container?.parentKey.first { $0.name == kv.name }.map {
+                    EdmTypeRef(name: $0.type.rawValue)
+                }
             parts.append("\(q(kv.name)) = ?")
-            values.append(SQLValue(mapping.binding(for: kv.value, type: t)))
+            values.append(SQLValue(binding(for: kv.value, type: t)))
         }
         return (parts.joined(separator: " AND "), values)
+    }
+
+    /// The qualified name of the type a wire entity names (`@odata.type` `#NS.Type` or an alias, V2
+    /// `__metadata.type`), when it is `base` or derives from it; nil otherwise.
+    func wireType(_ name: String?, base: String) -> String? {
+        guard var name else { return nil }
+        if name.hasPrefix("#") { name.removeFirst() }
+        guard let t = model.structuredType(name), t.isEntity, model.isType(t.qualifiedName, derivedFrom: base)
+        else { return nil }
+        return t.qualifiedName
     }
 }
 
@@ -78,74 +133,110 @@ public struct MirrorEntity: Sendable {
     public var properties: [(String, RawJSON)]
     /// The entity's ETag, if any.
     public var etag: String?
+    /// The entity's qualified type when the upstream named one (`@odata.type`, `__metadata.type`).
+    public var type: String?
+    /// A contained entity's parent (its properties: the key is read from them).
+    public var parent: [(String, RawJSON)]?
+
+    /// An entity with its properties, ETag and type.
+    public init(
+        properties: [(String, RawJSON)], etag: String? = nil, type: String? = nil,
+        parent: [(String, RawJSON)]? = nil
+    ) {
+        self.properties = properties
+        self.etag = etag
+        self.type = type
+        self.parent = parent
+    }
 }
 
 extension MirrorModel {
+    /// The stored columns of entities of `types` (a type and those deriving from it): every primitive or
+    /// enumeration property that is not a collection, through complex properties (at most five steps),
+    /// joined with `_`; a name two types share is one column (the first type's).
+    static func storedColumns(_ types: [String], _ model: EdmModel) -> [MirrorColumn] {
+        var columns: [MirrorColumn] = []
+        var seen: Set<String> = []
+        func add(_ type: String, _ prefix: [String]) {
+            guard prefix.count < 5 else { return }
+            for p in model.properties(of: type) where !p.type.isCollection {
+                let path = prefix + [p.name]
+                let name = path.joined(separator: "_")
+                if let e = model.enumType(p.type) {
+                    if seen.insert(name).inserted {
+                        let underlying = EdmPrimitiveType(rawValue: e.underlyingType) ?? .int32
+                        columns.append(MirrorColumn(name: name, path: path, type: underlying, enumType: e))
+                    }
+                } else if let prim = model.primitiveType(of: p.type), ODataStorage.columnType(prim) != nil {
+                    if seen.insert(name).inserted {
+                        columns.append(MirrorColumn(name: name, path: path, type: prim))
+                    }
+                } else if let complex = model.structuredType(p.type.name), !complex.isEntity {
+                    add(complex.qualifiedName, path)
+                }
+            }
+        }
+        for type in types { add(type, []) }
+        return columns
+    }
+
     /// Parses `bytes` (CSDL or EDMX) and derives the table layouts, per-type information and link
     /// navigations.
     public init(metadata bytes: [UInt8]) throws {
         let model = try CSDLParser.parse(bytes)
         var layouts: [String: MirrorSetLayout] = [:]
         for set in model.entitySets {
-            var columns: [MirrorColumn] = []
-            func add(_ type: String, _ prefix: [String], depth: Int) {
-                for p in model.properties(of: type) where !p.type.isCollection {
-                    let path = prefix + [p.name]
-                    if let prim = p.type.primitive {
-                        columns.append(
-                            MirrorColumn(name: path.joined(separator: "_"), path: path, type: prim))
-                    } else if model.structuredType(p.type.name) != nil, depth < 4 {
-                        add(p.type.name, path, depth: depth + 1)
-                    } else if model.enumTypes[p.type.name] != nil {
-                        columns.append(
-                            MirrorColumn(name: path.joined(separator: "_"), path: path, type: .string))
-                    }
-                }
-            }
-            add(set.entityType, [], depth: 0)
+            let columns = Self.storedColumns(model.typeAndDerived(set.entityType), model)
             layouts[set.name] = MirrorSetLayout(
-                set: set, entityType: set.entityType, columns: columns, key: model.key(of: set.entityType))
+                set: set, entityType: model.structuredType(set.entityType)?.qualifiedName ?? set.entityType,
+                columns: columns, key: model.key(of: set.entityType))
+        }
+        // Contained entities (one level): a table per containment navigation of a set's type.
+        for set in model.entitySets {
+            guard let parent = layouts[set.name] else { continue }
+            let parentKey = parent.key.compactMap { k in parent.columns.first { $0.name == k } }
+            guard parentKey.count == parent.key.count else { continue }
+            for nav in model.containmentNavigations(of: set.entityType) {
+                guard let target = model.structuredType(nav.target), target.isEntity else { continue }
+                let columns = Self.storedColumns(model.typeAndDerived(target.qualifiedName), model)
+                let name = set.name + "/" + nav.name
+                layouts[name] = MirrorSetLayout(
+                    set: EdmEntitySet(name: name, entityType: target.qualifiedName),
+                    entityType: target.qualifiedName,
+                    columns: columns, key: model.key(of: target.qualifiedName),
+                    container: MirrorContainment(
+                        parentSet: set.name, navigation: nav.name, isCollection: nav.isCollection,
+                        parentKey: parentKey.map {
+                            MirrorColumn(
+                                name: "_p_" + $0.name, path: $0.path, type: $0.type, enumType: $0.enumType)
+                        }))
+            }
         }
         var types: [String: MirrorTypeInfo] = [:]
-        for layout in layouts.values where types[layout.entityType] == nil {
-            let t = layout.entityType
+        for type in model.structuredTypes.values where type.isEntity {
+            let t = type.qualifiedName
             var primitives: [String: EdmPrimitiveType] = [:]
-            for p in model.properties(of: t) { if let prim = p.type.primitive { primitives[p.name] = prim } }
+            for p in model.properties(of: t) {
+                if let prim = model.primitiveType(of: p.type) { primitives[p.name] = prim }
+            }
             types[t] = MirrorTypeInfo(
-                qualifiedName: model.structuredType(t)?.qualifiedName ?? t, primitives: primitives,
-                keyProperties: model.keyProperties(of: t),
+                qualifiedName: t, primitives: primitives, keyProperties: model.keyProperties(of: t),
                 navigationNames: model.navigationProperties(of: t).map(\.name))
         }
         self.metadata = bytes
         self.model = model
         self.layouts = layouts
-        self.mapping = ModelSQLMapping(model: model)
+        self.mapping = ModelSQLMapping(
+            model: model, profile: .exact, typeColumn: "_type", documentColumn: "_json",
+            derivedTypeColumns: true)
         self.types = types
         self.links = MirrorLinkNavigation.all(in: model)
     }
 
-    /// Stores `metadata` (when it differs from the stored one: every entity table is recreated) and makes
-    /// it current. Throws when it does not parse.
 }
 
 /// How wire values become stored column values.
 extension MirrorColumn {
-    /// The column type of an EDM primitive type.
-    static func sqlType(_ t: EdmPrimitiveType) -> String {
-        switch t {
-        case .boolean, .byte, .sbyte, .int16, .int32, .int64: return "INTEGER"
-        case .single, .double, .decimal: return "REAL"
-        case .binary, .stream: return "BLOB"
-        default: return "TEXT"
-        }
-    }
-
-    /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
-    /// `rows` maps entity set names to their entities. Returns rows stored per set. With `unlessQueued`,
-    /// throws instead (inside the same transaction, so no local write slips in between) when the request
-    /// queue holds local changes that the downloaded rows would overwrite. `links` (what `$expand` showed
-    /// for navigation without referential constraints) replace the request's links in the same transaction.
-
     static func lookup(_ properties: [(String, RawJSON)], _ path: [String]) -> RawJSON {
         var members = properties
         for (i, name) in path.enumerated() {
@@ -157,40 +248,9 @@ extension MirrorColumn {
         return .null
     }
 
-    /// The typed column value for a wire value.
-    public static func columnValue(_ value: RawJSON, _ type: EdmPrimitiveType, _ version: ODataVersion)
-        -> SQLValue
-    {
-        switch value {
-        case .null, .array, .object: return .null
-        case .bool(let b): return .integer(b ? 1 : 0)
-        case .number(let text):
-            switch type {
-            case .boolean, .byte, .sbyte, .int16, .int32, .int64:
-                return Int64(text).map(SQLValue.integer) ?? Double(text).map(SQLValue.real) ?? .text(text)
-            default: return Double(text).map(SQLValue.real) ?? .text(text)
-            }
-        case .string(let s):
-            switch type {
-            case .byte, .sbyte, .int16, .int32, .int64:
-                return Int64(s).map(SQLValue.integer) ?? .text(s)
-            case .single, .double, .decimal:
-                return Double(s).map(SQLValue.real) ?? .text(s)
-            case .boolean: return .integer(s == "true" ? 1 : 0)
-            case .guid: return .text(s.lowercased())
-            case .dateTimeOffset:
-                if let ms = ODataStorage.v2Date(s) { return .text(isoFromMillis(ms.millis, utc: true)) }
-                return .text(SQLDefaults.normalizeDateTimeOffset(s) ?? s)
-            case .dateTime:
-                if let ms = ODataStorage.v2Date(s) { return .text(isoFromMillis(ms.millis, utc: false)) }
-                return .text(SQLDefaults.normalizeDateTime(s))
-            case .binary, .stream:
-                var b64 = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-                while b64.count % 4 != 0 { b64 += "=" }
-                return Data(base64Encoded: b64).map { .blob([UInt8]($0)) } ?? .text(s)
-            default: return .text(s)
-            }
-        }
+    /// The column value of a wire value of primitive `type` (key columns of link tables).
+    static func encode(_ value: RawJSON, _ type: EdmPrimitiveType) -> SQLValue {
+        SQLValue(ODataStorage.encode(value, as: type))
     }
 
     /// `YYYY-MM-DDThh:mm:ss[.fff][Z]` for milliseconds since 1970 (the instant of a V2 `/Date(ms)/`, read

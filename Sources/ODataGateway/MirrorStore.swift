@@ -29,7 +29,10 @@ public final class ODataMirror: Sendable {
         }
         )?.bytes {
             if let m = try? MirrorModel(metadata: bytes) {
-                try pool.write { db in try Self.createLinkTables(db, m) }
+                try pool.write { db in
+                    try Self.migrateLayout(db, m)
+                    try Self.createLinkTables(db, m)
+                }
                 current.withLock { $0 = m }
             }
         }
@@ -84,6 +87,22 @@ public final class ODataMirror: Sendable {
             ?? nil)?.string
     }
 
+    /// The page size the upstream used for `set` in the last download (nil: it sent one page).
+    public func upstreamPageSize(_ set: String) -> Int? { meta("pageSize/" + set).flatMap { Int($0) } }
+
+    /// Records the page size the upstream used for `set` (nil: it did not page).
+    func setUpstreamPageSize(_ set: String, _ size: Int?) throws {
+        try pool.write { db in
+            if let size {
+                try db.run(
+                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES (?, ?)"#,
+                    [.text("pageSize/" + set), .text(String(size))])
+            } else {
+                try db.run(#"DELETE FROM "_mg_meta" WHERE key = ?"#, [.text("pageSize/" + set)])
+            }
+        }
+    }
+
     /// Sets a value of `_mg_meta`.
     func setMeta(_ key: String, _ value: String) throws {
         try pool.write { db in
@@ -109,26 +128,9 @@ public final class ODataMirror: Sendable {
                 try db.run(#"DELETE FROM "_mg_meta" WHERE key='lastDownloadAt'"#)
                 for layout in new.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
                     try db.execute("DROP TABLE IF EXISTS \(q(layout.set.name))")
-                    var cols = [#""_json" TEXT NOT NULL"#, #""_etag" TEXT"#, #""_dr" TEXT NOT NULL"#]
-                    for c in layout.columns { cols.append("\(q(c.name)) \(MirrorColumn.sqlType(c.type))") }
-                    try db.execute("CREATE TABLE \(q(layout.set.name)) (\(cols.joined(separator: ", ")))")
-                    if !layout.key.isEmpty {
-                        try db.execute(
-                            "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
-                                + layout.key.map(q).joined(separator: ", ") + ")")
-                    }
-                    // One index per filterable column (up to 32), followed by the key (the default order of
-                    // local results), so that `$filter`/`$orderby` on one property with `$top` reads a few
-                    // rows in order instead of scanning or sorting the set.
-                    let keyColumns = layout.key.map(q).joined(separator: ", ")
-                    for c in layout.columns.prefix(32)
-                    where c.type != .binary && c.type != .stream && !(layout.key == [c.name]) {
-                        let columns = keyColumns.isEmpty ? q(c.name) : q(c.name) + ", " + keyColumns
-                        try db.execute(
-                            "CREATE INDEX \(q("_mg_ix_" + layout.set.name + "_" + c.name)) ON "
-                                + "\(q(layout.set.name)) (\(columns))")
-                    }
+                    try Self.createTable(db, layout)
                 }
+                try Self.setLayoutVersion(db)
                 try db.run(
                     #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('metadata', ?)"#,
                     [.blob(metadata)])
@@ -136,6 +138,94 @@ public final class ODataMirror: Sendable {
         }
         current.withLock { $0 = new }
         return new
+    }
+
+    /// Creates the table of one entity set or singleton (layout ``MirrorModel/layoutVersion``): `_json`
+    /// (the entity as received), `_etag`, `_dr` (the defining request, `local`, `bootstrap:…`), `_type`
+    /// (the qualified type when not the set's), then one typed column per stored property; a unique
+    /// index on the key and one index per filterable column (up to 32) followed by the key.
+    static func createTable(_ db: Database, _ layout: MirrorSetLayout) throws {
+        var cols = [#""_json" TEXT NOT NULL"#, #""_etag" TEXT"#, #""_dr" TEXT NOT NULL"#, #""_type" TEXT"#]
+        let parentKey = (layout.container?.parentKey ?? []).map(\.name)
+        for c in layout.container?.parentKey ?? [] { cols.append("\(q(c.name)) \(c.sqlType)") }
+        for c in layout.columns { cols.append("\(q(c.name)) \(c.sqlType)") }
+        try db.execute("CREATE TABLE \(q(layout.set.name)) (\(cols.joined(separator: ", ")))")
+        if !layout.key.isEmpty {
+            try db.execute(
+                "CREATE UNIQUE INDEX \(q("_mg_key_" + layout.set.name)) ON \(q(layout.set.name)) ("
+                    + (parentKey + layout.key).map(q).joined(separator: ", ") + ")")
+        }
+        // One index per filterable column (up to 32), followed by the key (the default order of local
+        // results), so that `$filter`/`$orderby` on one property with `$top` reads a few rows in order
+        // instead of scanning or sorting the set.
+        let keyColumns = layout.key.map(q).joined(separator: ", ")
+        for c in layout.columns.prefix(32) where c.type != .binary && !(layout.key == [c.name]) {
+            let columns = keyColumns.isEmpty ? q(c.name) : q(c.name) + ", " + keyColumns
+            try db.execute(
+                "CREATE INDEX \(q("_mg_ix_" + layout.set.name + "_" + c.name)) ON "
+                    + "\(q(layout.set.name)) (\(columns))")
+        }
+    }
+
+    static func setLayoutVersion(_ db: Database) throws {
+        try db.run(
+            #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('layout', ?)"#,
+            [.text(MirrorModel.layoutVersion)])
+    }
+
+    /// Brings the tables of a mirror written with an older layout to the current one, in one
+    /// transaction: each entity table is rebuilt and its rows re-encoded from their stored documents
+    /// (`_json`, `_etag` and `_dr` kept, so local changes and the queue stay valid); link tables whose
+    /// key columns are stored differently now are emptied (those navigations answer 501 until the next
+    /// download), the others keep their rows.
+    static func migrateLayout(_ db: Database, _ m: MirrorModel) throws {
+        let stored = try db.scalar(#"SELECT value FROM "_mg_meta" WHERE key='layout'"#)?.string
+        guard stored != MirrorModel.layoutVersion else { return }
+        try db.transaction(.immediate) {
+            for layout in m.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
+                let old = "_mg_old/" + layout.set.name
+                try db.execute("DROP TABLE IF EXISTS \(q(old))")
+                let exists =
+                    try db.scalar(
+                        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(layout.set.name)])
+                    != nil
+                if exists { try db.execute("ALTER TABLE \(q(layout.set.name)) RENAME TO \(q(old))") }
+                for index in try db.query(
+                    "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name=? AND sql IS NOT NULL",
+                    [.text(old)]
+                ).compactMap({ $0[0].string }) {
+                    try db.execute("DROP INDEX IF EXISTS \(q(index))")
+                }
+                try createTable(db, layout)
+                guard exists else { continue }
+                let insert = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
+                for row in try db.query("SELECT \"_json\", \"_etag\", \"_dr\" FROM \(q(old))") {
+                    let members = (try? RawJSON.parse(row[0].string ?? "{}"))?.members ?? []
+                    try insert.bind(
+                        MirrorWriter.rowValues(
+                            m, layout, members, etag: row[1].string, scope: row[2].string ?? "local"))
+                    _ = try insert.step()
+                    insert.reset()
+                }
+                try db.execute("DROP TABLE \(q(old))")
+            }
+            for navs in m.links.values {
+                for link in navs.values
+                where !(link.sourceKey + link.targetKey).allSatisfy({ Self.sameInBothLayouts($0.type) }) {
+                    try db.execute("DROP TABLE IF EXISTS \(q(link.table))")
+                }
+            }
+            try createLinkTables(db, m)
+            try setLayoutVersion(db)
+        }
+    }
+
+    /// Key types stored the same way by layouts 1 and 2.
+    static func sameInBothLayouts(_ type: EdmPrimitiveType) -> Bool {
+        switch type {
+        case .boolean, .byte, .sbyte, .int16, .int32, .int64, .string: return true
+        default: return false
+        }
     }
 
     /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
@@ -173,8 +263,9 @@ public final class ODataMirror: Sendable {
                     try db.query(#"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
                         .compactMap { $0[0].string }
                 ).union(rows.keys)
-                let kept =
-                    p.entities.isEmpty ? [] : try Self.protectedRows(db, m, p.entities, sets: sets)
+                // Entities with queued changes keep their rows as they are (marked while the request's rows
+                // are replaced).
+                if !p.entities.isEmpty { try Self.markProtected(db, m, p.entities, sets: sets) }
                 for set in sets where m.layouts[set] != nil {
                     try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
                     // Nothing is queued: rows written locally have all been uploaded and the set is downloaded
@@ -197,13 +288,7 @@ public final class ODataMirror: Sendable {
                             .text(now),
                         ])
                 }
-                // The local versions of entities with queued changes, as they were.
-                for row in kept {
-                    let members = (try? RawJSON.parse(row.json))?.members ?? []
-                    try db.run(
-                        MirrorWriter.storeSQL(row.layout, replacing: true),
-                        MirrorWriter.rowValues(m, row.layout, members, etag: row.etag, scope: row.scope))
-                }
+                if !p.entities.isEmpty { try Self.unmarkProtected(db, m, sets: sets) }
                 outcome.deltaLinkKept = deltaLink != nil
                 try Self.finishDownload(
                     db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil, at: now

@@ -14,9 +14,11 @@ struct MirrorWriter {
     let db: Database
     let model: MirrorModel
 
-    /// `INSERT [OR REPLACE] INTO set (_json, _etag, _dr, columns…) VALUES (?, …)`.
+    /// `INSERT [OR REPLACE] INTO set (_json, _etag, _dr, _type, columns…) VALUES (?, …)`.
     static func storeSQL(_ layout: MirrorSetLayout, replacing: Bool) -> String {
-        let names = [#""_json""#, #""_etag""#, #""_dr""#] + layout.columns.map { q($0.name) }
+        let names =
+            [#""_json""#, #""_etag""#, #""_dr""#, #""_type""#]
+            + (layout.container?.parentKey ?? []).map { q($0.name) } + layout.columns.map { q($0.name) }
         return "INSERT \(replacing ? "OR REPLACE " : "")INTO \(q(layout.set.name)) ("
             + names.joined(separator: ", ") + ") VALUES ("
             + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
@@ -25,19 +27,29 @@ struct MirrorWriter {
     /// The values of ``storeSQL(_:replacing:)`` for one entity.
     static func rowValues(
         _ m: MirrorModel, _ layout: MirrorSetLayout, _ properties: [(String, RawJSON)], etag: String?,
-        scope: String
+        scope: String, type: String? = nil, parent: [(String, RawJSON)]? = nil
     ) -> [SQLValue] {
-        [.text(RawJSON.object(properties).serialized()), SQLValue(etag), .text(scope)]
+        [
+            .text(RawJSON.object(properties).serialized()), SQLValue(etag), .text(scope),
+            storedType(layout, type),
+        ]
+            + (layout.container?.parentKey ?? []).map {
+                $0.encode(MirrorColumn.lookup(parent ?? [], $0.path))
+            }
             + columnValues(m, layout, properties)
+    }
+
+    /// The `_type` of a row: the qualified type when it is not the set's own, else NULL.
+    static func storedType(_ layout: MirrorSetLayout, _ type: String?) -> SQLValue {
+        guard let type, type != layout.entityType else { return .null }
+        return .text(type)
     }
 
     /// The typed column values of `properties`.
     static func columnValues(_ m: MirrorModel, _ layout: MirrorSetLayout, _ properties: [(String, RawJSON)])
         -> [SQLValue]
     {
-        layout.columns.map {
-            MirrorColumn.columnValue(MirrorColumn.lookup(properties, $0.path), $0.type, m.version)
-        }
+        layout.columns.map { $0.encode(MirrorColumn.lookup(properties, $0.path)) }
     }
 
     /// The stored members and ETag of the entity with `key`, if any.
@@ -54,10 +66,34 @@ struct MirrorWriter {
     }
 
     /// Stores a new entity created through the gateway; throws when its key exists.
-    func insert(_ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?) throws {
+    func insert(
+        _ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?,
+        parent: [(String, RawJSON)]? = nil,
+        type: String? = nil
+    ) throws {
         try db.run(
             Self.storeSQL(layout, replacing: false),
-            Self.rowValues(model, layout, members, etag: etag, scope: "local"))
+            Self.rowValues(model, layout, members, etag: etag, scope: "local", type: type, parent: parent))
+    }
+
+    /// The key of a singleton's one stored row (404 when it was never downloaded).
+    func onlyKey(_ layout: MirrorSetLayout) throws -> ODataKey {
+        guard let row = try db.query("SELECT \"_json\" FROM \(q(layout.set.name)) LIMIT 1").first,
+            let members = (try? RawJSON.parse(row[0].string ?? "{}"))?.members
+        else { throw ODataServiceError(404, "NotFound", "\(layout.set.name) is not in the mirror") }
+        var values: [ODataKeyValue] = []
+        for name in layout.key {
+            let text = members.first { $0.0 == name }?.1
+            let literal: ODataLiteral
+            switch text {
+            case .number(let n)?: literal = Int64(n).map(ODataLiteral.integer) ?? .decimal(n)
+            case .string(let s)?: literal = .string(s)
+            case .bool(let b)?: literal = .boolean(b)
+            default: literal = .null
+            }
+            values.append(ODataKeyValue(name: name, value: literal))
+        }
+        return ODataKey(values)
     }
 
     /// Replaces the stored members (and ETag) of the entity with `key`.
@@ -87,6 +123,26 @@ struct MirrorWriter {
         ) != nil
     }
 
+    /// Whether a defining request (or a bootstrap file) reads the whole of `set` (its path is the set,
+    /// with no `$filter`, `$top`, `$skip`, `$search` or `$apply`), so that an entity missing from the mirror is missing
+    /// upstream too (as of the last download).
+    func holdsWholeSet(_ set: String) throws -> Bool {
+        let queries = try db.query(
+            #"SELECT query FROM "_mg_scope" WHERE entitySet = ?"#,
+            [.text(set)]
+        ).compactMap { $0[0].string }
+        return queries.contains { query in
+            var path = Substring(query)
+            var options = ""
+            if let i = path.firstIndex(of: "?") {
+                options = String(path[path.index(after: i)...]).lowercased()
+                path = path[..<i]
+            }
+            guard path == set else { return false }
+            return !["filter=", "top=", "skip=", "search=", "apply="].contains { options.contains($0) }
+        }
+    }
+
     /// The next gateway-minted integer key: negative, never reused (kept in `_mg_meta`).
     func mintLocalInteger() throws -> Int64 {
         let current =
@@ -110,7 +166,7 @@ struct MirrorWriter {
         else { return }
         let table = q(layout.set.name)
         let keyColumn = q(keys[0].name)
-        let oldValue = SQLValue(m.mapping.binding(for: oldLiteral, type: keys[0].type))
+        let oldValue = SQLValue(m.binding(for: oldLiteral, type: keys[0].type))
         guard
             let row = try db.query("SELECT \"_json\" FROM \(table) WHERE \(keyColumn) = ?", [oldValue]).first
         else { return }
@@ -121,7 +177,7 @@ struct MirrorWriter {
                     && m.model.navigationProperty(named: $0.0, in: layout.entityType) == nil
             }
         } else if let i = properties.firstIndex(where: { $0.0 == keys[0].name }) {
-            let newValue = SQLValue(m.mapping.binding(for: newLiteral, type: keys[0].type))
+            let newValue = SQLValue(m.binding(for: newLiteral, type: keys[0].type))
             switch newValue {
             case .integer(let n): properties[i].1 = .number(String(n))
             case .text(let t): properties[i].1 = .string(t)
@@ -140,7 +196,7 @@ struct MirrorWriter {
         guard keys.count == 1, let literal = ODataKeyText.literal(predicate, keys[0], model.version) else {
             return
         }
-        let value = SQLValue(model.mapping.binding(for: literal, type: keys[0].type))
+        let value = SQLValue(model.binding(for: literal, type: keys[0].type))
         try db.run("DELETE FROM \(q(layout.set.name)) WHERE \(q(keys[0].name)) = ?", [value])
     }
 
@@ -152,9 +208,9 @@ struct MirrorWriter {
         let keys = layout.key
         let keyValues = keys.map { k in
             layout.columns.first { $0.name == k }.map {
-                MirrorColumn.columnValue(
-                    MirrorColumn.lookup(entity.properties, $0.path), $0.type, model.version)
-            } ?? .null
+                $0.encode(MirrorColumn.lookup(entity.properties, $0.path))
+            }
+                ?? .null
         }
         let whereSQL = keys.map { "\(q($0)) = ?" }.joined(separator: " AND ")
         let previous = try db.scalar(
@@ -169,7 +225,9 @@ struct MirrorWriter {
         }
         try db.run(
             Self.storeSQL(layout, replacing: true),
-            Self.rowValues(model, layout, entity.properties, etag: entity.etag, scope: scope))
+            Self.rowValues(
+                model, layout, entity.properties, etag: entity.etag, scope: scope, type: entity.type,
+                parent: entity.parent))
     }
 }
 

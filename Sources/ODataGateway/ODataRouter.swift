@@ -129,6 +129,10 @@ struct ODataRouter: ODataServicePart {
             remote(request, responder)
             return
         }
+        if let refusal = SAPClient.refusal(request, settings, mirrorSettings, version: version) {
+            OriginResponder(inner: responder, origin: "local").respond(refusal)
+            return
+        }
         OriginResponder(inner: responder, origin: "local").respond(reader.response(to: request))
     }
 
@@ -169,11 +173,19 @@ struct ODataRouter: ODataServicePart {
 
     /// Blocking (on the pool): a `$batch` answered locally (reads from the mirror, changes queued).
     private func answerBatch(_ request: HTTPRequest, _ responder: any Responder) {
+        if let refusal = SAPClient.refusal(request, settings, mirrorSettings, version: version) {
+            OriginResponder(inner: responder, origin: "local").respond(refusal)
+            return
+        }
         OriginResponder(inner: responder, origin: "local").respond(writer.batchResponse(to: request))
     }
 
     /// Blocking (on the pool): a single write applied and queued offline.
     private func answerWrite(_ request: HTTPRequest, _ responder: any Responder) {
+        if let refusal = SAPClient.refusal(request, settings, mirrorSettings, version: version) {
+            OriginResponder(inner: responder, origin: "local").respond(refusal)
+            return
+        }
         OriginResponder(inner: responder, origin: "local").respond(writer.response(to: request))
         // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
         if !localFirst, isReachable, queue.count > 0 { uploader.upload(completion: nil) }

@@ -82,7 +82,9 @@ extension ODataServiceSettings {
     /// The mount as a value that splits requests.
     public var mountPoint: ODataMount { ODataMount(mount) }
 
-    /// The upstream URL for a request target under the mount (with `urlSuffix`).
+    /// The upstream URL for a request target under the mount (with `urlSuffix`). A parameter the
+    /// client's own query already names (say `sap-client=200`) is not appended again from the suffix:
+    /// the upstream answers the client what it asked for, never the suffix's client's data instead.
     public func upstreamURL(for target: String) -> String {
         var rest = Substring(target)
         if rest.hasPrefix(mount) {
@@ -90,7 +92,16 @@ extension ODataServiceSettings {
         } else if rest == mount.dropLast() || rest.hasPrefix(mount.dropLast() + "?") {
             rest = rest.dropFirst(mount.count - 1)
         }
-        return withSuffix(upstream + rest)
+        let url = upstream + rest
+        guard let suffix = urlSuffix, let q = url.firstIndex(of: "?") else { return withSuffix(url) }
+        let named = Set(url[url.index(after: q)...].split(separator: "&").map { name(of: $0) })
+        let kept = suffix.split(separator: "&").filter { !named.contains(name(of: $0)) }
+        return kept.isEmpty ? url : url + "&" + kept.joined(separator: "&")
+    }
+
+    /// The lowercased name of one `name=value` query parameter.
+    private func name(of parameter: Substring) -> String {
+        String(parameter.prefix { $0 != "=" }).lowercased()
     }
 
     /// `url` with `urlSuffix` appended to its query.

@@ -146,6 +146,14 @@ struct ODataOfflineWriter: ODataServicePart {
                 set = name
                 type = t
             }
+            if case .singleton(let name, let t) = segments[0], ["PUT", "PATCH", "MERGE"].contains(method),
+                let layout = m.layouts[name]
+            {
+                // A singleton is its one stored row, addressed by that row's key.
+                set = name
+                type = t
+                key = try w.onlyKey(layout)
+            }
         case 2:
             if case .entitySet(let name, let t) = segments[0], case .key(let k) = segments[1],
                 ["PUT", "PATCH", "MERGE", "DELETE"].contains(method)
@@ -160,9 +168,29 @@ struct ODataOfflineWriter: ODataServicePart {
                 method == "POST",
                 let nav = m.model.navigationProperty(named: navName, in: t)
             {
-                set = targetSet ?? m.layouts.values.first { $0.entityType == target }?.set.name
+                set =
+                    nav.containsTarget
+                    ? name + "/" + navName
+                    : targetSet ?? m.layouts.values.first { $0.entityType == target }?.set.name
                 type = target
                 parent = (name, t, k, nav)
+            }
+        case 4:
+            // `Orders(1)/Lines(2)`: a contained entity, addressed within its parent.
+            if case .entitySet(let name, let t) = segments[0], case .key(let parentKey) = segments[1],
+                case .navigation(let navName, let target, true, _) = segments[2],
+                case .key(let k) = segments[3],
+                ["PUT", "PATCH", "MERGE", "DELETE"].contains(method),
+                m.model.navigationProperty(named: navName, in: t)?.containsTarget == true,
+                let contained = m.layouts[name + "/" + navName], let container = contained.container
+            {
+                set = contained.set.name
+                type = target
+                key = ODataKey(
+                    k.values
+                        + container.parentKey.map { c in
+                            ODataKeyValue(name: c.name, value: parentKey[c.path[0]] ?? .null)
+                        })
             }
         default: break
         }
@@ -176,13 +204,27 @@ struct ODataOfflineWriter: ODataServicePart {
         var members: [(String, RawJSON)] = []
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
         if method != "DELETE" {
-            guard let body = try? RawJSON.parse(input.body) else {
+            let contentType = (input.headers["Content-Type"] ?? "").lowercased()
+            let body: RawJSON
+            if contentType.contains("atom") || contentType.contains("xml") {
+                // A V2 Atom entry (SAP Gateway's default format): read into its V2 JSON form.
+                body = try ODataAtomBody.object(input.body, type: type, model: m)
+            } else if let json = try? RawJSON.parse(input.body) {
+                body = json
+            } else {
                 throw ODataServiceError(400, "BadRequest", "the request body is not JSON")
             }
             var object = body
             if let d = body["d"], body.members?.count == 1 { object = d }
             guard let given = object.members else {
                 throw ODataServiceError(400, "BadRequest", "the body is not an object")
+            }
+            if method == "POST",
+                let derived = m.wireType(
+                    object["@odata.type"]?.string ?? object["__metadata"]?["type"]?.string, base: type)
+            {
+                // A create of a derived type (`@odata.type`, V2 `__metadata.type`) is stored as that type.
+                type = derived
             }
             (members, nested) = try splitBody(w, type: type, given, allowNested: method == "POST")
         }
@@ -195,11 +237,14 @@ struct ODataOfflineWriter: ODataServicePart {
             localKey: nil, gatewayRoot: input.gatewayRoot, requestID: UUID().uuidString.lowercased(),
             firstSent: Self.imfDate(Date()), attempts: 0)
         if method == "POST" {
+            /// The parent of a contained entity (`POST Orders(1)/Lines`).
+            var container: [(String, RawJSON)]?
             if let parent {
                 // The new entity belongs to the parent: its foreign key takes the parent's value.
                 let parentLayout = m.layouts[parent.set]
                 let parentRow = try parentLayout.flatMap { try w.entity($0, key: parent.key)?.members }
                 guard let parentRow else { throw ODataServiceError(404, "NotFound", "no such entity") }
+                if layout.container != nil { container = parentRow }
                 for c in parent.nav.referentialConstraints {
                     if let v = parentRow.first(where: { $0.0 == c.property })?.1 {
                         Self.setMember(&members, c.referencedProperty, v)
@@ -208,7 +253,8 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             var created: [[String: String]] = []
             let (stored, minted) = try createEntity(
-                w, layout: layout, members: members, nested: nested, record: &created)
+                w, layout: layout, members: members, nested: nested, record: &created, parent: container,
+                entityType: type)
             if minted { queued.localKey = ODataKeyText.predicate(stored, keyProperties, version: m.version) }
             if !created.isEmpty {
                 queued.nested = RawJSON.array(
@@ -321,7 +367,7 @@ struct ODataOfflineWriter: ODataServicePart {
     private func createEntity(
         _ w: MirrorWriter, layout: MirrorSetLayout, members given: [(String, RawJSON)],
         nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])],
-        record: inout [[String: String]],
+        record: inout [[String: String]], parent: [(String, RawJSON)]? = nil, entityType: String? = nil,
         depth: Int = 0
     ) throws -> ([(String, RawJSON)], Bool) {
         let m = w.model
@@ -332,7 +378,8 @@ struct ODataOfflineWriter: ODataServicePart {
         var dependents: [(EdmNavigationProperty, [(String, RawJSON)], MirrorSetLayout, Int)] = []
         for (nav, items) in nested {
             guard
-                let targetLayout = m.model.targetEntitySet(from: layout.set, navigationPath: nav.name)
+                let targetLayout = (nav.containsTarget ? m.layouts[layout.set.name + "/" + nav.name] : nil)
+                    ?? m.model.targetEntitySet(from: layout.set, navigationPath: nav.name)
                     .flatMap({
                         m.layouts[$0.name]
                     }) ?? m.layouts.values.first(where: { $0.entityType == nav.target })
@@ -378,7 +425,7 @@ struct ODataOfflineWriter: ODataServicePart {
                 members.append((p.name, .string("local-" + UUID().uuidString.lowercased())))
             }
         }
-        try insert(w, layout: layout, members: members)
+        try insert(w, layout: layout, members: members, parent: parent, type: entityType)
         for (nav, item, target, index) in dependents {
             var (inner, innerNested) = try splitBody(
                 w, type: target.entityType, item, allowNested: true)
@@ -389,7 +436,7 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             let (stored, innerMinted) = try createEntity(
                 w, layout: target, members: inner, nested: innerNested, record: &record,
-                depth: depth + 1)
+                parent: target.container != nil ? members : nil, depth: depth + 1)
             if innerMinted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
         }
         return (members, minted)
@@ -408,10 +455,14 @@ struct ODataOfflineWriter: ODataServicePart {
         ]
     }
 
-    private func insert(_ w: MirrorWriter, layout: MirrorSetLayout, members: [(String, RawJSON)]) throws {
+    private func insert(
+        _ w: MirrorWriter, layout: MirrorSetLayout, members: [(String, RawJSON)],
+        parent: [(String, RawJSON)]? = nil,
+        type: String? = nil
+    ) throws {
         let etag = try w.usesETags(layout) ? Self.mintETag() : nil
         do {
-            try w.insert(layout, members: members, etag: etag)
+            try w.insert(layout, members: members, etag: etag, parent: parent, type: type)
         } catch {
             throw ODataServiceError(409, "Conflict", "an entity with this key exists in \(layout.set.name)")
         }
@@ -424,7 +475,9 @@ struct ODataOfflineWriter: ODataServicePart {
         queued: inout QueuedRequest
     ) throws -> LocalWriteOutcome {
         guard let existing = try w.entity(layout, key: key) else {
-            throw ODataServiceError(404, "NotFound", "no such entity")
+            // Outside what the mirror holds: see ``acceptUnknown(_:layout:method:key:members:queued:)``.
+            return try acceptUnknown(
+                w, layout: layout, method: method, key: key, members: members, queued: &queued)
         }
         let current = existing.etag
         if let given = clientIfMatch, given != Self.noIfMatch {
@@ -459,6 +512,35 @@ struct ODataOfflineWriter: ODataServicePart {
         let etag = current == nil ? nil : Self.mintETag()
         try w.update(layout, key: key, members: properties, etag: etag)
         return LocalWriteOutcome(status: 204, createdKey: nil, etag: etag)
+    }
+
+    /// The rule for writes to an entity the mirror does not hold (SAP's offline store does the same for
+    /// requests outside its defining requests): when a defining request reads the whole entity set, the
+    /// entity did not exist upstream at the last download either, and the answer is the upstream's, 404;
+    /// otherwise the write is accepted and queued like any other (the upstream decides at upload), and is
+    /// readable afterwards: an update stores the key and the given properties as a local row (a `PUT`
+    /// its whole body), a delete removes nothing. The queued request carries no ETag of the mirror's
+    /// (`uploadIfMatch` decides, as for a write without one).
+    func acceptUnknown(
+        _ w: MirrorWriter, layout: MirrorSetLayout, method: String, key: ODataKey,
+        members: [(String, RawJSON)],
+        queued: inout QueuedRequest
+    ) throws -> LocalWriteOutcome {
+        if try w.holdsWholeSet(layout.set.name) {
+            throw ODataServiceError(404, "NotFound", "no such entity")
+        }
+        if queued.ifMatch == nil { queued.ifMatch = uploadIfMatch(mirrorETag: nil) }
+        if method == "DELETE" { return LocalWriteOutcome(status: 204, createdKey: nil) }
+        var properties = members
+        for kv in key.values
+        where !kv.name.hasPrefix("_p_") && !properties.contains(where: { $0.0 == kv.name }) {
+            properties.append((kv.name, kv.value.jsonValue))
+        }
+        let parent = layout.container.map { c in
+            c.parentKey.map { ($0.path[0], key[$0.name]?.jsonValue ?? .null) }
+        }
+        try w.insert(layout, members: properties, etag: nil, parent: parent)
+        return LocalWriteOutcome(status: 204, createdKey: nil)
     }
 
     /// `clientIfMatch` of an internal change that carries no precondition of a client (a link change's

@@ -108,20 +108,20 @@ public final class IndexStore: Sendable {
             if settings.objectValue == nil { settings = .object(JSONObject()) }
             let synonyms = (try? JSON.parse(row[2].string ?? "[]"))?.arrayValue ?? []
             let rules = (try? JSON.parse(row[3].string ?? "[]"))?.arrayValue ?? []
-            let statement = try db.prepare("SELECT body FROM se_records_\(id) ORDER BY seq")
+            let statement = try db.prepare("SELECT seq, body FROM se_records_\(id) ORDER BY seq")
             let data = try IndexData(
                 settings: EngineSettings(settings), placeholders: SynonymTable.placeholderKeys(synonyms)
             ) { add in
                 try statement.forEachRow { row in
-                    guard let bytes = row.blob(0) else { return }
+                    guard let bytes = row.blob(1) else { return }
                     try bytes.withUnsafeBufferPointer { buffer in
-                        add(try JSON.parse(buffer: buffer), buffer)
+                        add(try JSON.parse(buffer: buffer), buffer, row.int64(0))
                     }
                 }
             }
             return SearchIndex(
                 name: name, settings: settings, synonyms: synonyms, rules: rules, data: data,
-                generation: "v\(id)")
+                generation: "v\(id)", storeVersion: id)
         }
     }
 
@@ -170,17 +170,19 @@ public final class IndexStore: Sendable {
             }
         }
         do {
+            let docs = data.liveDocs
+            let keys = data.parts.storageKeys
             var start = 0
-            while start < data.count {
-                let end = min(data.count, start + max(1, chunkSize))
+            while start < docs.count {
+                let end = min(docs.count, start + max(1, chunkSize))
                 try pool.write { db in
                     try db.transaction {
                         let insert = try db.prepare("INSERT INTO se_records_\(id) (seq, body) VALUES (?, ?)")
-                        for seq in start..<end {
+                        for doc in docs[start..<end] {
                             insert.reset()
-                            let bytes = Array(
-                                data.recordBlob[data.recordOffsets[seq]..<data.recordOffsets[seq + 1]])
-                            try insert.bind([.integer(Int64(seq)), .blob(bytes)])
+                            try insert.bind([
+                                .integer(keys[doc]), .blob(Array(data.recordBytes(doc))),
+                            ])
                             _ = try insert.step()
                         }
                     }
@@ -194,7 +196,7 @@ public final class IndexStore: Sendable {
                         .int64
                     try db.run(
                         "UPDATE se_versions SET record_count = ?, complete = 1 WHERE id = ?",
-                        [.integer(Int64(data.count)), .integer(id)])
+                        [.integer(Int64(data.liveCount)), .integer(id)])
                     try db.run(
                         """
                         INSERT INTO se_indices (name, active_version) VALUES (?, ?)
@@ -222,7 +224,7 @@ public final class IndexStore: Sendable {
         return SearchIndex(
             name: name, settings: index.settingsJSON, synonyms: index.synonyms, rules: index.rules,
             data: data,
-            generation: "v\(id)")
+            generation: "v\(id)", storeVersion: id)
     }
 
     /// Deletes an index and all its versions.

@@ -215,6 +215,8 @@ func forEachString(_ value: JSON, _ body: (String) -> Void) {
 
 /// A dictionary term matched by a query word.
 struct TermMatch {
+    /// The term segment and the term's id in it.
+    var segment: Int
     var term: Int
     var typos: Int
     /// Matched as a prefix or with typos (not the whole word exactly).
@@ -255,26 +257,41 @@ func typoDistance(_ a: [UInt8], _ b: ArraySlice<UInt8>, maxTypos: Int) -> Int? {
 }
 
 extension IndexData {
+    /// Terms matching `word` in every segment: see ``TermSegment/matchTerms(_:prefix:maxTypos:segment:)``.
+    func matchTerms(_ word: [UInt8], prefix: Bool, maxTypos: Int) -> [TermMatch] {
+        if segments.count == 1 {
+            return segments[0].matchTerms(word, prefix: prefix, maxTypos: maxTypos, segment: 0)
+        }
+        var result: [TermMatch] = []
+        for (s, segment) in segments.enumerated() {
+            result += segment.matchTerms(word, prefix: prefix, maxTypos: maxTypos, segment: s)
+        }
+        return result
+    }
+}
+
+extension TermSegment {
     /// Terms matching `word`: the exact term, terms it prefixes (when `prefix`), and terms within
     /// `maxTypos` Damerau-Levenshtein edits (first-letter edits count twice); with `prefix`, a typo
     /// match may also be on the term's first `word.count` or `word.count + 1` letters.
-    /// Each term appears once, with its smallest typo count (order unspecified).
-    func matchTerms(_ word: [UInt8], prefix: Bool, maxTypos: Int) -> [TermMatch] {
+    /// Each term appears once, with its smallest typo count (order unspecified), tagged `segment`.
+    func matchTerms(_ word: [UInt8], prefix: Bool, maxTypos: Int, segment: Int) -> [TermMatch] {
         var result: [TermMatch] = []
         let exact: Range<Int>
         if prefix {
             exact = prefixRange(word)
             result.reserveCapacity(exact.count)
             for t in exact {
-                result.append(TermMatch(term: t, typos: 0, nonExact: termLength(t) != word.count))
+                result.append(
+                    TermMatch(segment: segment, term: t, typos: 0, nonExact: termLength(t) != word.count))
             }
         } else if let t = lookup(word) {
             exact = t..<(t + 1)
-            result.append(TermMatch(term: t, typos: 0, nonExact: false))
+            result.append(TermMatch(segment: segment, term: t, typos: 0, nonExact: false))
         } else {
             exact = 0..<0
         }
-        guard maxTypos > 0, !word.isEmpty else { return result }
+        guard maxTypos > 0, !word.isEmpty, termCount > 0 else { return result }
         // (term << 4 | typos), sorted then deduplicated keeping the fewest typos per term.
         var found: [UInt64] = []
         var ranges: [(Range<Int>, Int)] = []
@@ -304,7 +321,8 @@ extension IndexData {
             let term = entry >> 4
             if term == last { continue }
             last = term
-            result.append(TermMatch(term: Int(term), typos: Int(entry & 15), nonExact: true))
+            result.append(
+                TermMatch(segment: segment, term: Int(term), typos: Int(entry & 15), nonExact: true))
         }
         return result
     }

@@ -92,13 +92,13 @@ extension IndexData {
                 exactDisabled: slot.exactDisabled, rank: slot.rank, unordered: slot.unordered
             )
         }
-        do {
-            let dense = buffer.values
-            postStart.withUnsafeBufferPointer { postStart in
-                postOccs.withUnsafeBufferPointer { postOccs in
-                    postDocs.withUnsafeBufferPointer { postDocs in
-                        slotInfo.withUnsafeBufferPointer { slotInfo in
-                            for match in matches {
+        let dense = buffer.values
+        slotInfo.withUnsafeBufferPointer { slotInfo in
+            for (s, segment) in segments.enumerated() {
+                segment.postStart.withUnsafeBufferPointer { postStart in
+                    segment.postOccs.withUnsafeBufferPointer { postOccs in
+                        segment.postDocs.withUnsafeBufferPointer { postDocs in
+                            for match in matches where match.segment == s {
                                 var i = Int(postStart[match.term])
                                 let end = Int(postStart[match.term + 1])
                                 while i < end {
@@ -131,6 +131,11 @@ extension IndexData {
         }
     }
 
+    /// Matches of the terms `refs` counted as one typo (splits and concatenations of query words).
+    static func oneTypo(_ refs: [TermRef]) -> [TermMatch] {
+        refs.map { TermMatch(segment: $0.segment, term: $0.term, typos: 1, nonExact: true) }
+    }
+
     /// Matches every query word (all required), applies filters, geo and typo-tolerance modes.
     func match(
         _ options: SearchOptions, words: [QueryWord], filter: CompiledFilter, geo: GeoQuery?,
@@ -143,7 +148,8 @@ extension IndexData {
         if words.isEmpty {
             candidates.reserveCapacity(n)
             let excluded = excludedDocs(exclusions)
-            for doc in 0..<n where (filter.isEmpty || filter.matches(doc)) && !excluded.contains(Int32(doc)) {
+            for doc in 0..<n
+            where isLive(doc) && (filter.isEmpty || filter.matches(doc)) && !excluded.contains(Int32(doc)) {
                 candidates.append(Int32(doc))
             }
         } else {
@@ -152,33 +158,33 @@ extension IndexData {
             var termMatches = words.map { word in
                 var matches = matchTerms(word.bytes, prefix: word.prefix, maxTypos: word.maxTypos)
                 for alternative in word.alternatives where alternative.tokens.count == 1 {
-                    if let t = lookup(alternative.tokens[0]) {
+                    for ref in lookup(alternative.tokens[0]) {
                         matches.append(
                             TermMatch(
-                                term: t, typos: alternative.typos,
+                                segment: ref.segment, term: ref.term, typos: alternative.typos,
                                 nonExact: alternative.nonExact || alternative.typos > 0))
                     }
                 }
                 return matches
             }
             // Split: a word made of two dictionary terms ("helloworld" → "hello world") counts one typo.
-            var splits: [[(Int, Int)]] = Array(repeating: [], count: words.count)
+            var splits: [[([TermRef], [TermRef])]] = Array(repeating: [], count: words.count)
             if typoMode != .off {
                 for (w, word) in words.enumerated() where word.maxTypos > 0 && word.bytes.count >= 4 {
                     for cut in 1..<word.bytes.count {
-                        if let a = lookup(Array(word.bytes[..<cut])),
-                            let b = lookup(Array(word.bytes[cut...]))
-                        {
-                            splits[w].append((a, b))
-                        }
+                        let a = lookup(Array(word.bytes[..<cut]))
+                        guard !a.isEmpty else { continue }
+                        let b = lookup(Array(word.bytes[cut...]))
+                        if !b.isEmpty { splits[w].append((a, b)) }
                     }
                 }
             }
             // Concatenation: two adjacent words found as one term ("hello world" → "helloworld").
-            var concats: [(Int, Int)] = []
+            var concats: [(Int, [TermRef])] = []
             if typoMode != .off && words.count > 1 {
                 for w in 0..<(words.count - 1) {
-                    if let t = lookup(words[w].bytes + words[w + 1].bytes) { concats.append((w, t)) }
+                    let refs = lookup(words[w].bytes + words[w + 1].bytes)
+                    if !refs.isEmpty { concats.append((w, refs)) }
                 }
             }
             var wordDocs = [[Int32]](repeating: [], count: words.count)
@@ -192,13 +198,11 @@ extension IndexData {
                     let right = takeScratch()
                     for (a, b) in splits[w] {
                         var leftDocs: [Int32] = []
-                        fill(left, matches: [TermMatch(term: a, typos: 1, nonExact: true)], allowed: allowed)
-                        {
+                        fill(left, matches: Self.oneTypo(a), allowed: allowed) {
                             leftDocs.append($0)
                         }
                         var rightDocs: [Int32] = []
-                        fill(right, matches: [TermMatch(term: b, typos: 1, nonExact: true)], allowed: allowed)
-                        {
+                        fill(right, matches: Self.oneTypo(b), allowed: allowed) {
                             rightDocs.append($0)
                         }
                         for doc in rightDocs where left[Int(doc)] != Packed.absent {
@@ -216,14 +220,14 @@ extension IndexData {
                 }
                 // Phrase alternatives: documents holding every word of the phrase.
                 for alternative in words[w].alternatives where alternative.tokens.count > 1 {
-                    let terms = alternative.tokens.compactMap(lookup)
-                    guard terms.count == alternative.tokens.count else { continue }
-                    let match = { (t: Int) in
-                        [
+                    let terms = alternative.tokens.map(lookup)
+                    guard !terms.contains(where: \.isEmpty) else { continue }
+                    let match = { (refs: [TermRef]) in
+                        refs.map {
                             TermMatch(
-                                term: t, typos: alternative.typos,
+                                segment: $0.segment, term: $0.term, typos: alternative.typos,
                                 nonExact: alternative.nonExact || alternative.typos > 0)
-                        ]
+                        }
                     }
                     let buffers = terms.map { _ in takeScratch() }
                     var docLists: [[Int32]] = []
@@ -250,7 +254,7 @@ extension IndexData {
                     for (i, buffer) in buffers.enumerated() { recycle(buffer, docs: docLists[i]) }
                 }
                 for (first, t) in concats where first == w || first + 1 == w {
-                    fill(dense, matches: [TermMatch(term: t, typos: 1, nonExact: true)], allowed: allowed) {
+                    fill(dense, matches: Self.oneTypo(t), allowed: allowed) {
                         docs.append($0)
                     }
                 }
@@ -276,7 +280,7 @@ extension IndexData {
             base.sort()
             let excluded = excludedDocs(exclusions)
             let allowedForPhrases = phrases.isEmpty ? [] : allowed
-            for doc in base {
+            for doc in base where isLive(Int(doc)) {
                 var ok = true
                 for w in order where wordMatches[w][Int(doc)] == Packed.absent {
                     ok = false
@@ -318,8 +322,12 @@ extension IndexData {
     func excludedDocs(_ words: [[UInt8]]) -> Set<Int32> {
         var docs = Set<Int32>()
         for word in words {
-            guard let t = lookup(word) else { continue }
-            for i in Int(postStart[t])..<Int(postStart[t + 1]) { docs.insert(Int32(bitPattern: postDocs[i])) }
+            for ref in lookup(word) {
+                let segment = segments[ref.segment]
+                for i in Int(segment.postStart[ref.term])..<Int(segment.postStart[ref.term + 1]) {
+                    docs.insert(Int32(bitPattern: segment.postDocs[i]))
+                }
+            }
         }
         return docs
     }

@@ -14,8 +14,10 @@ public final class SearchIndex: Sendable {
     public let settingsJSON: JSON
     /// Synonym objects as given.
     public let synonyms: [JSON]
-    /// A value that changes with every build; browse cursors are tied to it.
+    /// A value that changes with every build and write; browse cursors are tied to it.
     public let generation: String
+    /// The version of ``IndexStore`` this index was loaded from or saved as (nil: not stored).
+    public let storeVersion: Int64?
     let data: IndexData
     /// Query-time alternatives from `synonyms` (see ``SynonymTable``).
     let alternatives: SynonymTable
@@ -40,9 +42,10 @@ public final class SearchIndex: Sendable {
         data = IndexData(
             settings: EngineSettings(settingsJSON), placeholders: SynonymTable.placeholderKeys(synonyms)
         ) { add in
-            for record in records { add(record, nil) }
+            for record in records { add(record, nil, nil) }
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        storeVersion = nil
         relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
@@ -66,7 +69,7 @@ public final class SearchIndex: Sendable {
             ) { add in
                 for bytes in serializedRecords {
                     try bytes.withUnsafeBufferPointer { buffer in
-                        add(try JSON.parse(buffer: buffer), buffer)
+                        add(try JSON.parse(buffer: buffer), buffer, nil)
                     }
                 }
             }
@@ -76,6 +79,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        storeVersion = nil
         relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
@@ -97,7 +101,7 @@ public final class SearchIndex: Sendable {
                 settings: engineSettings, placeholders: SynonymTable.placeholderKeys(synonyms),
                 expectedBytes: bytes.count
             ) { add in
-                try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice) }
+                try JSON.forEachArrayElement(bytes) { value, slice in add(value, slice, nil) }
             }
         } catch let error as JSONParseError {
             throw error
@@ -105,6 +109,7 @@ public final class SearchIndex: Sendable {
             throw JSONParseError(offset: 0, message: "\(error)")
         }
         self.generation = generation ?? String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        storeVersion = nil
         relevantSort = false
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
@@ -124,7 +129,7 @@ public final class SearchIndex: Sendable {
         ) { add in
             var stream = JSONArrayStream()
             while let chunk = try next() {
-                try stream.feed(chunk) { element in add(try JSON.parse(buffer: element), element) }
+                try stream.feed(chunk) { element in add(try JSON.parse(buffer: element), element, nil) }
             }
             try stream.finish()
         }
@@ -135,7 +140,7 @@ public final class SearchIndex: Sendable {
 
     init(
         name: String, settings: JSON, synonyms: [JSON], rules: [JSON] = [], data: IndexData,
-        generation: String, relevantSort: Bool = false
+        generation: String, storeVersion: Int64? = nil, relevantSort: Bool = false
     ) {
         self.relevantSort = relevantSort
         self.name = name
@@ -145,11 +150,12 @@ public final class SearchIndex: Sendable {
         ruleSet = RuleSet(rules)
         self.data = data
         self.generation = generation
+        self.storeVersion = storeVersion
         alternatives = SynonymTable(synonyms, normalizer: data.normalizer)
     }
 
     /// Number of records.
-    public var objectCount: Int { data.count }
+    public var objectCount: Int { data.liveCount }
 
     /// The number of word forms in the compiled plural table of a language (en, fr, de, es), 0 for
     /// others (for benchmarks and status).
@@ -180,16 +186,12 @@ public final class SearchIndex: Sendable {
     public var isVirtualReplica: Bool { relevantSort }
 
     /// All records in index order (parsed from the compact stored form on each call).
-    public var records: [JSON] { (0..<data.count).map { data.record($0) } }
+    public var records: [JSON] { data.liveDocs.map { data.record($0) } }
 
     /// The serialized bytes of every record, in index order (what ``IndexStore`` persists).
     public func forEachSerializedRecord(_ body: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows {
-        try data.recordBlob.withUnsafeBufferPointer { buffer in
-            for doc in 0..<data.count {
-                try body(
-                    UnsafeBufferPointer(
-                        rebasing: buffer[data.recordOffsets[doc]..<data.recordOffsets[doc + 1]]))
-            }
+        for doc in 0..<data.count where data.isLive(doc) {
+            try data.recordBytes(doc).withUnsafeBufferPointer { try body($0) }
         }
     }
 
@@ -350,7 +352,7 @@ public final class SearchIndex: Sendable {
         let alpha = options.string("sortFacetValuesBy") == "alpha"
         var facets = JSONObject()
         var stats = JSONObject()
-        let all = candidates.count == data.count
+        let all = candidates.count == data.liveCount
         for name in names {
             guard let column = data.facetColumns[name] else { continue }
             var counts: [Int32]

@@ -451,11 +451,13 @@ extension SearchIndex {
     /// Appends the serialization of `hit(doc, context)`: from the stored record bytes when the hit is
     /// the whole record plus highlights and snippets, else by serializing ``hit(_:_:)``.
     private func writeHit(_ doc: Int, _ context: HitContext, to out: inout [UInt8]) throws(SearchError) {
-        let start = data.recordOffsets[doc]
-        let end = data.recordOffsets[doc + 1]
+        // The record's bytes (a slice of its chunk; its buffer pointer is indexed from 0).
+        let recordBlob = data.recordBytes(doc)
+        let start = 0
+        let end = recordBlob.count
         let fields =
             context.rawRecord
-            ? data.recordBlob.withUnsafeBufferPointer {
+            ? recordBlob.withUnsafeBufferPointer {
                 topLevelFields(UnsafeBufferPointer(rebasing: $0[start..<end]))
             }
             : nil
@@ -466,7 +468,7 @@ extension SearchIndex {
         func index(of name: String) -> Int? {
             var name = name
             return name.withUTF8 { name in
-                data.recordBlob.withUnsafeBufferPointer { blob in
+                recordBlob.withUnsafeBufferPointer { blob in
                     fields.firstIndex { field in
                         field.key.count == name.count
                             && memcmpEqual(
@@ -477,7 +479,7 @@ extension SearchIndex {
             }
         }
         func keyString(_ f: Int) -> String {
-            data.recordBlob.withUnsafeBufferPointer { blob in
+            recordBlob.withUnsafeBufferPointer { blob in
                 String(
                     decoding: UnsafeBufferPointer(
                         rebasing: blob[
@@ -486,7 +488,7 @@ extension SearchIndex {
             }
         }
         func value(_ f: Int) -> JSON? {
-            data.recordBlob.withUnsafeBufferPointer { blob in
+            recordBlob.withUnsafeBufferPointer { blob in
                 try? JSON.parse(
                     buffer: UnsafeBufferPointer(
                         rebasing: blob[
@@ -520,7 +522,7 @@ extension SearchIndex {
             return
         }
         // Stored records are canonical serializations: copy all but the closing brace.
-        data.recordBlob.withUnsafeBufferPointer { blob in
+        recordBlob.withUnsafeBufferPointer { blob in
             out.append(contentsOf: UnsafeBufferPointer(rebasing: blob[start..<(end - 1)]))
         }
         var needsComma = !fields.isEmpty
@@ -596,7 +598,7 @@ extension SearchIndex {
             var info: JSONObject = [
                 "nbTypos": .int(Int64(v.typos)), "firstMatchedWord": .int(Int64(v.firstMatchedWord)),
                 "proximityDistance": .int(Int64(v.proximity)),
-                "userScore": .int(Int64(data.count - Int(data.customRank[doc]))),
+                "userScore": .int(Int64(data.liveCount - Int(data.customRank[doc]))),
                 "geoDistance": .int(Int64(v.geoDistance)),
                 "geoPrecision": .int(Int64(ranker.precision(at: Double(v.geoDistance)))),
                 "nbExactWords": .int(Int64(v.exactWords)), "words": .int(Int64(v.words)),

@@ -148,7 +148,7 @@ import Testing
 
     @Test func offlineIndicesAdmitTheirListedKeysOnly() throws {
         let offline = OfflineIndexRegistry([
-            "p": LocalIndex(index: index, access: .keys(["k1"])),
+            "p": LocalIndex(index: index, access: .keys(["k1": [.search], "browser": [.browse]])),
             "q": LocalIndex(index: index, access: .keys(nil)),
         ])
         let local = LocalAlgolia(
@@ -158,6 +158,14 @@ import Testing
         #expect(local.answer(request("k2", body: "{}"), route: .search(index: "p")).status == 403)
         #expect(local.answer(request("k2", body: "{}"), route: .search(index: "q")).status == 200)
         #expect(local.answer(request("", body: "{}"), route: .search(index: "q")).status == 403)
+        // A listed key without the ACL the call needs: Algolia's 403.
+        let refused = local.answer(request("browser", body: "{}"), route: .search(index: "p"))
+        #expect(refused.status == 403)
+        if case .bytes(let bytes) = refused.body {
+            #expect(try JSON.parse(bytes)["message"]?.stringValue == "Method not allowed with this API key")
+        }
+        #expect(local.answer(request("browser", body: "{}"), route: .browse(index: "p")).status == 200)
+        #expect(local.answer(request("k1", body: "{}"), route: .browse(index: "p")).status == 403)
     }
 
     @Test func mirrorWithoutDataIsUnavailableNotAnError() throws {

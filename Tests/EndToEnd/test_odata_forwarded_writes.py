@@ -7,6 +7,7 @@ Upstream: odatapy's Northwind V4 (server-generated integer keys for Products).
 
 from __future__ import annotations
 
+import json
 import time
 
 import requests
@@ -17,9 +18,15 @@ from test_odata_offline import MOUNT, nw_config, wait_downloaded
 
 
 def mirrored_products(db_path) -> dict:
+    """ID → (name, price) of the mirrored rows, read from `_json` (the entity as received: typed columns
+    hold ODataCore's sortable encodings, e.g. a Decimal as key text)."""
     con = open_store(db_path)
     try:
-        return {row[0]: (row[1], row[2]) for row in con.execute('SELECT "ProductID", "ProductName", "UnitPrice" FROM "Products"')}
+        out = {}
+        for key, document in con.execute('SELECT "ProductID", "_json" FROM "Products"'):
+            entity = json.loads(document)
+            out[key] = (entity.get("ProductName"), entity.get("UnitPrice"))
+        return out
     finally:
         con.close()
 

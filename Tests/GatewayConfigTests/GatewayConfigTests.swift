@@ -201,7 +201,8 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(
             c.algolia.offlineIndices["notes"]?.bootstrap
                 == AlgoliaBootstrap(objects: ["notes.json"], synonyms: "syn.json", rules: "rules.json"))
-        #expect(c.algolia.offlineIndices["notes"]?.apiKeys == ["k1", "k2"])
+        let every = Set(AlgoliaACL.allCases)
+        #expect(c.algolia.offlineIndices["notes"]?.apiKeys == ["k1": every, "k2": every])
         #expect(c.algolia.offlineIndices["empty"] == OfflineIndexConfig(name: "empty"))
         let s = try #require(c.odata.services["sales"])
         #expect(s.mount == "/sales/")
@@ -436,6 +437,59 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
               offlineIndices: {x: {}}
             """)
         #expect(found.map(\.keyPath) == ["algolia.offlineIndices.x"])
+    }
+
+    @Test func apiKeysWithACLsPatternsAndOfflineWrites() throws {
+        let c = try parse(
+            """
+            algolia:
+              appId: A
+              apiKey: K
+              indices:
+                products: {dataSelectionQueries: [{query: {}, maxObjects: 5}], offlineWrites: queue}
+              offlineIndices:
+                notes: {apiKeys: {reader: [search, browse], writer: [search, addObject, deleteObject]}}
+                notes_tmp_*: {apiKeys: [admin]}
+            """)
+        #expect(c.algolia.indices["products"]?.offlineWrites == .queue)
+        #expect(AlgoliaIndexConfig(name: "x").offlineWrites == .reject)
+        let notes = try #require(c.algolia.offlineIndices["notes"])
+        #expect(notes.apiKeys?["reader"] == [.search, .browse])
+        #expect(notes.apiKeys?["writer"] == [.search, .addObject, .deleteObject])
+        #expect(c.algolia.offlineIndices["notes_tmp_*"]?.apiKeys?["admin"] == Set(AlgoliaACL.allCases))
+        #expect(c.algolia.offlineIndex(for: "notes")?.name == "notes")
+        #expect(c.algolia.offlineIndex(for: "notes_tmp_123")?.name == "notes_tmp_*")
+        #expect(c.algolia.offlineIndex(for: "notes_tm") == nil)
+        #expect(c.algolia.offlineIndex(for: "products") == nil)
+    }
+
+    @Test func badACLsPatternsAndOfflineWrites() {
+        let found = issues(
+            """
+            algolia:
+              appId: A
+              indices:
+                online: {mirrored: false, offlineWrites: queue}
+                cat_one: {mirrored: false}
+              offlineIndices:
+                a: {apiKeys: {k: [search, writeEverything]}}
+                b: {apiKeys: key}
+                c*d: {}
+                "*": {}
+                cat_*: {bootstrap: {objects: x.json}}
+                e: {apiKeys: [k], bogus: 1}
+            """)
+        let keys = Set(found.map(\.keyPath))
+        #expect(keys.contains("algolia.indices.online.offlineWrites"))
+        #expect(keys.contains("algolia.offlineIndices.a.apiKeys.k[1]"))
+        #expect(found.contains { $0.message.contains("unknown ACL 'writeEverything'") })
+        #expect(keys.contains("algolia.offlineIndices.b.apiKeys"))
+        #expect(keys.contains("algolia.offlineIndices.c*d"))
+        #expect(keys.contains("algolia.offlineIndices.*"))
+        #expect(keys.contains("algolia.offlineIndices.cat_*.bootstrap"))
+        #expect(
+            found.contains { $0.keyPath == "algolia.offlineIndices.cat_*" && $0.message.contains("cat_one") })
+        #expect(keys.contains("algolia.offlineIndices.e.bogus"))
     }
 }
 

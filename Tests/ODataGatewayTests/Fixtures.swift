@@ -61,3 +61,12 @@ func localGET(_ service: ODataService, _ target: String, headers: HTTPHeaders = 
     let r = service.reader.response(to: HTTPRequest(method: "GET", target: target, headers: headers))
     return (r.status, bodyText(r))
 }
+
+/// A multipart `$batch` (boundary `b`, lines joined with CRLF) answered by the offline writer.
+func localBatch(_ service: ODataService, _ body: String) -> HTTPResponse {
+    service.writer.batchResponse(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/$batch",
+            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"],
+            body: Array(body.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+}

@@ -6,6 +6,7 @@ It implements just enough of Algolia's search API for the official Python client
     GET  /1/indexes/{i}?query=...        search (GET form)
     POST /1/indexes/*/queries            multi-search
     POST /1/indexes/{i}/batch            writes (addObject, updateObject, partialUpdateObject, deleteObject)
+    PUT|DELETE /1/indexes/{i}/{objectID} replace or delete one record
     GET  /1/indexes/{i}/task/{id}        always "published"
     GET  /1/indexes/{i}/settings         settings stored per index
     PUT  /1/indexes/{i}/settings         replace settings
@@ -32,7 +33,8 @@ field ``"_upstream": <name>`` so a test can tell which upstream answered.
 
 Fault modes (attributes, changeable at run time): ``delay`` (seconds before answering),
 ``fail_status`` (answer every /1/ request with that status and an Algolia error body),
-``retry_after`` (sent with a 429), and ``raw_fault`` for every /1/indexes request: ``"garbage"`` (bytes
+``retry_after`` (sent with a 429), ``revoked_keys`` (API keys answered 403, as a key deleted in
+Algolia's dashboard would be), and ``raw_fault`` for every /1/indexes request: ``"garbage"`` (bytes
 that are not an HTTP response, then close) or ``"reset"`` (the connection reset without an answer).
 
 A replica is an index like any other: seed its settings (with ``primary``) and list it in the primary's
@@ -106,6 +108,7 @@ class FakeAlgolia:
         self.delay = 0.0
         self.fail_status: int | None = None
         self.retry_after: str | None = None
+        self.revoked_keys: set[str] = set()
         self.raw_fault: str | None = None
         self.lock = threading.Lock()
         self.records: list[Recorded] = []
@@ -271,6 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
             if st == 429 and fake.retry_after is not None:
                 extra["Retry-After"] = fake.retry_after
             self._json(rec, st, {"message": f"fake failure {st}", "status": st}, extra)
+            return
+        if path.startswith("/1/") and rec.header("X-Algolia-API-Key") in fake.revoked_keys:
+            self._json(rec, 403, {"message": "Invalid Application-ID or API key", "status": 403})
             return
         try:
             status, payload = self._algolia(rec, path, query)
@@ -468,6 +474,14 @@ class _Handler(BaseHTTPRequestHandler):
         if rest == ["browse"] and m in ("POST", "GET"):
             params = _params_of(body or {}) if m == "POST" else qs
             return 200, self._browse(name, params)
+        if len(rest) == 1 and m == "PUT" and rest[0] != "settings":
+            with fake.lock:
+                idx.objects[rest[0]] = dict(body, objectID=rest[0])
+            return 200, {"taskID": fake.new_task(), "updatedAt": "2026-01-01T00:00:00.000Z", "objectID": rest[0]}
+        if len(rest) == 1 and m == "DELETE":
+            with fake.lock:
+                idx.objects.pop(rest[0], None)
+            return 200, {"taskID": fake.new_task(), "deletedAt": "2026-01-01T00:00:00.000Z"}
         if len(rest) == 1 and m == "GET":
             obj = idx.objects.get(rest[0])
             if obj is None:

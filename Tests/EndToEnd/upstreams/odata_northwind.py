@@ -232,17 +232,20 @@ class ODataUpstream:
         host: str = "127.0.0.1",
         origin: str | None = None,
         cascade: bool = False,
+        app=None,
+        mount: str = MOUNT,
     ):
         """host: the address to bind (0.0.0.0 in a container); origin: the canonical origin its absolute
         URLs use (default http://127.0.0.1:PORT; in a compose network, the name the gateway calls it by);
-        cascade: Customer.Orders declares OnDelete Cascade."""
-        self.app = build_app(page_size=page_size, etags=etags, constraints=constraints, cascade=cascade)
+        cascade: Customer.Orders declares OnDelete Cascade; app and mount: another odatapy WSGI app served the
+        same way (the Shop upstream)."""
+        self.app = app or build_app(page_size=page_size, etags=etags, constraints=constraints, cascade=cascade)
         self.records: list[ODataRecord] = []
         self.lock = threading.Lock()
         self.httpd = make_server(host, port, self._wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
         self.port = self.httpd.server_address[1]
         self.origin = origin or f"http://127.0.0.1:{self.port}"
-        self.root = f"{self.origin}{MOUNT}/"
+        self.root = f"{self.origin}{mount}/"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def _wsgi(self, environ, start_response):
