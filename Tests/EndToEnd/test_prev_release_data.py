@@ -10,6 +10,7 @@ Then the OData upstream comes up and the queued writes are uploaded to it, once 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -26,10 +27,15 @@ def comparable(answer: dict) -> dict:
     """An answer with what later engine releases changed on purpose taken out (issue 13): hits that tie
     on every ranking criterion come out last-indexed first (the previous release gave them in indexing
     order), so hits are compared in objectID order; and a setting the engine does not apply (here the
-    fake upstream's own `_upstream` marker) is reported in a top-level `message`. The RequestQueue shows the
+    fake upstream's own `_upstream` marker) is reported in a top-level `message`. OData context URLs list
+    expanded navigation since issue 15 (compared without it). The RequestQueue shows the
     request options and credential waits of issues 16 and 15 (their defaults for the previous release's
     requests are checked, then the properties compared as before)."""
     body = answer.get("body")
+    if isinstance(body, dict) and "(" in body.get("@odata.context", ""):
+        # Context URLs now list the expanded navigation (`#Customers(Orders)/$entity`, OData 4.0 §10.9).
+        body = {**body, "@odata.context": re.sub(r"#(\w+)\([^)]*\)", r"#\1", body["@odata.context"])}
+        answer = {**answer, "body": body}
     if isinstance(body, dict) and body.get("@odata.context", "").endswith("#RequestQueue"):
         added = {"TransactionID": None, "NonMergeable": False, "RemoveAfterUpload": False, "WaitingFor": None,
                  "WaitingStatus": None}
