@@ -124,6 +124,13 @@ enum StatusTable {
                 {
                     why.append("\(name): last upload prepared \(before) queued requests into \(after)")
                 }
+                if let last = s["lastDownload"], last != .null, let kind = last["kind"]?.stringValue {
+                    let removed = last["removed"].flatMap { $0 == .null ? nil : text($0) }
+                    why.append(
+                        "\(name): last download \(kind): \(text(last["changed"])) entities stored"
+                            + (removed.map { ", \($0) removed" } ?? "")
+                            + ", \(text(last["keptLocal"])) kept local, \(text(last["durationMs"])) ms")
+                }
             }
             out += table(r) + "\n"
             for line in why { out += line + "\n" }

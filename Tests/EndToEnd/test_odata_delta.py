@@ -18,7 +18,7 @@ import time
 
 import pytest
 import requests
-from harness import request
+from harness import request, run_cli
 from odata_helpers import JSON_HEADERS, kill_and_restart, status_of, upload_and_wait, wait_idle
 from test_odata_offline import wait_downloaded
 from upstreams.odata_delta import DeltaUpstream
@@ -139,6 +139,9 @@ def test_delta_downloads_with_pending_local_changes(gateway_factory, tmp_path, s
         assert local[20]["Name"] == "local 20"
         s = status_of(gw, "dl")
         assert s["pendingRequests"] == 3 and s["lastDownload"]["kind"] == "delta", s
+        table = run_cli(["status", "--config", str(gw.config_path)], timeout=30)
+        assert table.returncode == 0, table.stderr
+        assert "dl: last download delta: 2 entities stored, 1 removed, 2 kept local" in table.stdout, table.stdout
 
         # Upload, then the download that follows it: the mirror equals the upstream.
         upload_and_wait(gw, "dl")
