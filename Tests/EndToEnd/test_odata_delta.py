@@ -19,7 +19,7 @@ import time
 import pytest
 import requests
 from harness import request, run_cli
-from odata_helpers import JSON_HEADERS, kill_and_restart, status_of, upload_and_wait, wait_idle
+from odata_helpers import JSON_HEADERS, SAP_ROOT, kill_and_restart, status_of, upload_and_wait, wait_idle
 from test_odata_offline import wait_downloaded
 from upstreams.odata_delta import DeltaUpstream
 
@@ -209,3 +209,59 @@ def test_kill_9_during_a_delta_download_leaves_the_mirror_before_it(gateway_fact
         assert local_items(gw) == up.state() and 3 not in up.state()
     finally:
         up.stop()
+
+
+@pytest.fixture
+def mock_sap_server():
+    """mock-sap in this process (V2 GWSAMPLE_BASIC: `BusinessPartnerSet` tracks changes with `!deltatoken`,
+    `ContactSet` refuses change tracking with 400)."""
+    import threading
+
+    from mocksap import Config, make_server
+
+    httpd = make_server(Config(port=0, db_path=":memory:", csrf=False, quiet=True, log_requests=False))
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+    t.join(timeout=5)
+
+
+def test_mock_sap_delta_tokens_and_a_set_without_tracking(gateway_factory, tmp_path, mock_sap_server):
+    root = f"http://127.0.0.1:{mock_sap_server.server_address[1]}{SAP_ROOT}"
+    cfg = config(root, tmp_path)
+    cfg["odata"]["services"]["dl"]["definingRequests"] = [
+        {"name": "partners", "query": "BusinessPartnerSet"},
+        {"name": "contacts", "query": "ContactSet"},
+    ]
+    gw = gateway_factory(cfg, name="gw")
+    wait_downloaded(gw, "dl")
+    wait_idle(gw, service="dl")
+    settle(gw)
+
+    def partners() -> dict:
+        r = requests.get(gw.url(MOUNT + "BusinessPartnerSet"), headers={"Accept": "application/json"}, timeout=10)
+        assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+        return {e["BusinessPartnerID"]: e["CompanyName"] for e in r.json()["d"]["results"]}
+
+    def upstream_partners() -> dict:
+        r = requests.get(root + "BusinessPartnerSet", headers={"Accept": "application/json"}, timeout=10)
+        return {e["BusinessPartnerID"]: e["CompanyName"] for e in r.json()["d"]["results"]}
+
+    assert partners() == upstream_partners() and len(partners()) == 8
+    ids = sorted(partners())
+    assert requests.request(
+        "MERGE", root + f"BusinessPartnerSet('{ids[0]}')", json={"CompanyName": "Changed upstream"},
+        headers={"Content-Type": "application/json"}, timeout=10,
+    ).status_code == 204
+    assert requests.delete(root + f"BusinessPartnerSet('{ids[-1]}')", timeout=10).status_code == 204
+    result = download(gw)
+    assert result["kind"] == "mixed", result  # partners by delta token, contacts in full
+    p, c = result["requests"]["partners"], result["requests"]["contacts"]
+    assert p["kind"] == "delta" and p["changed"] >= 1 and p["removed"] == 1, result  # at-least-once: ≥ 1
+    assert c["kind"] == "full" and c["changed"] > 0, result
+    assert partners() == upstream_partners()
+    assert partners()[ids[0]] == "Changed upstream" and ids[-1] not in partners()
+    n = requests.get(gw.url(MOUNT + "ContactSet/$count"), timeout=10)
+    assert n.status_code == 200 and int(n.text) == c["changed"], n.text
