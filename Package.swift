@@ -97,12 +97,22 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // Log lines (JSON, logfmt) and Prometheus metrics with help, process and scrape-time families.
+        .target(
+            name: "Observability",
+            dependencies: [
+                "GatewayConfig", "JSONCore", "HTTPCore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strict),
+
         // Assembly and the executable.
         .target(
             name: "Mirrorgate",
             dependencies: [
                 "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
-                "AlgoliaGateway", "ODataGateway", "JSONCore", "SearchEngine",
+                "AlgoliaGateway", "ODataGateway", "ODataCore", "JSONCore", "SearchEngine", "Observability",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -113,7 +123,8 @@ let package = Package(
         .target(
             name: "MirrorgateTesting",
             dependencies: [
-                "Mirrorgate", "AlgoliaGateway", "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream",
+                "Mirrorgate", "Observability", "AlgoliaGateway", "HTTPServer", "HTTPCore", "GatewaySupport",
+                "Upstream",
                 "GatewayConfig", "JSONCore", "SearchEngine", .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Resources/OData")],
@@ -121,7 +132,8 @@ let package = Package(
         .executableTarget(
             name: "mirrorgate",
             dependencies: [
-                "Mirrorgate", "GatewayConfig", "Upstream", "JSONCore", "HTTPCore", "GatewaySupport",
+                "Mirrorgate", "Observability", "GatewayConfig", "Upstream", "JSONCore", "HTTPCore",
+                "GatewaySupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -160,6 +172,8 @@ let package = Package(
             name: "SearchEngineTests", dependencies: ["SearchEngine", "JSONCore", "MirrorgateTesting"],
             swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore"], swiftSettings: strict),
         .testTarget(
             name: "MirrorgateTests",
             dependencies: ["Mirrorgate", "MirrorgateTesting", "AlgoliaGateway", "GatewayConfig", "JSONCore"],

@@ -56,9 +56,9 @@ trap teardown EXIT
 log "podman-compose up -d (project $PROJECT; gateway :$MIRRORGATE_PORT, algolia :$FAKE_ALGOLIA_PORT, odata :$FAKE_ODATA_PORT)"
 kit up -d >"$WORK/compose-up.log" 2>&1 || { tail -30 "$WORK/compose-up.log" >&2; die "podman-compose up"; }
 
-# the ready check a CI job needs: the gateway's health (with the token) and each fake's /_fake/ready
-wait_for 120 -H "Authorization: Bearer $MIRRORGATE_ADMIN_TOKEN" "http://127.0.0.1:$MIRRORGATE_PORT/_mirrorgate/health" \
-  || { kit logs gateway >&2 || true; die "the gateway did not answer /_mirrorgate/health within 60 s"; }
+# the ready checks a CI job needs: the gateway's /_mirrorgate/ready (no token) and each fake's /_fake/ready
+wait_for 120 "http://127.0.0.1:$MIRRORGATE_PORT/_mirrorgate/ready" \
+  || { kit logs gateway >&2 || true; die "the gateway was not ready (/_mirrorgate/ready) within 60 s"; }
 wait_for 120 "http://127.0.0.1:$FAKE_ALGOLIA_PORT/_fake/ready" || die "the Algolia fake is not ready"
 wait_for 120 "http://127.0.0.1:$FAKE_ODATA_PORT/_fake/ready" || die "the OData fake is not ready"
 log "ready: $(kit ps --format '{{.Names}} {{.Status}}' 2>/dev/null | tr '\n' ';')"

@@ -65,8 +65,15 @@ ok "health answers through the published port (127.0.0.1:$PORT -> 8080)"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/_mirrorgate/health")
 [ "$code" = 401 ] || fail "health without the token answered $code, expected 401"
 ok "the admin API needs the token (401 without it)"
+for probe in live ready; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/_mirrorgate/$probe")
+  [ "$code" = 200 ] || fail "/_mirrorgate/$probe without a token answered $code, expected 200"
+done
+ok "the probes /_mirrorgate/live and /ready answer 200 without a token"
+podman image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q 'Authorization' \
+  && fail "the HEALTHCHECK still sends the admin token"
 podman healthcheck run "$NAME" >/dev/null || fail "podman healthcheck run: unhealthy"
-ok "HEALTHCHECK passes (podman healthcheck run)"
+ok "HEALTHCHECK passes (podman healthcheck run, /_mirrorgate/live, no token)"
 
 body=$(curl -fsS "${algolia[@]}" "http://127.0.0.1:$PORT/1/indexes/demo_mirror/query" \
   -d '{"query":"pythn","hitsPerPage":3}') || fail "Algolia query"
@@ -128,7 +135,7 @@ chmod 0755 "$SCRATCH"
 chown 10001:10001 "$SCRATCH/data"
 chmod 0700 "$SCRATCH/data"
 podman run --health-interval=disable -d --name "$NAME-mounted" -e "MIRRORGATE_ADMIN_TOKEN=$TOKEN" \
-  -e MIRRORGATE_HEALTH_URL=http://127.0.0.1:9090/_mirrorgate/health -p "127.0.0.1:$PORT2:9090" \
+  -e MIRRORGATE_HEALTH_URL=http://127.0.0.1:9090/_mirrorgate/live -p "127.0.0.1:$PORT2:9090" \
   -v "$SCRATCH/conf:/etc/mirrorgate:ro" -v "$SCRATCH/data:/var/lib/mirrorgate" "$IMAGE" >/dev/null
 wait_for 80 "${auth[@]}" "http://127.0.0.1:$PORT2/_mirrorgate/health" || fail "mounted configuration: no health"
 podman healthcheck run "$NAME-mounted" >/dev/null || fail "HEALTHCHECK with MIRRORGATE_HEALTH_URL on port 9090"

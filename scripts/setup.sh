@@ -2,8 +2,9 @@
 # Installs what Mirrorgate needs on a Debian machine and builds the release binary. Idempotent: apt packages
 # are installed only when missing; the build is incremental.
 #   bash scripts/setup.sh            # the demo: the C libraries' -dev packages, libxml2, pkg-config; build
-#   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, and for
-#                                    #   scripts/test-install.sh: man-db, groff, zsh, fish, systemd-analyze)
+#   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, sqlite3, prometheus for
+#                                    #   promtool, and for scripts/test-install.sh: man-db, groff, zsh, fish,
+#                                    #   systemd-analyze)
 #   bash scripts/setup.sh --bench    # also nginx and wrk for bench/ (nginx's service is not started)
 # Needs Swift 6.3 (https://www.swift.org/install/; on the project's machines in /opt/swift).
 # Env: MIRRORGATE_SKIP_BUILD=1 skips the swift build (packages only).
@@ -13,13 +14,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # libxml2: FoundationXML (OData $metadata) loads it at start; a minimal Debian may lack it.
 PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2 pkg-config)
-TEST_PACKAGES=(python3-venv sqlite3 man-db groff-base bsdextrautils zsh fish systemd)
+TEST_PACKAGES=(python3-venv sqlite3 prometheus man-db groff-base bsdextrautils zsh fish systemd)
 BENCH_PACKAGES=(nginx wrk)
 BENCH=0
+QUIET_SERVICES=0
 for arg in "$@"; do
   case $arg in
-    --test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
-    --bench) PACKAGES+=("${BENCH_PACKAGES[@]}"); BENCH=1 ;;
+    --test) PACKAGES+=("${TEST_PACKAGES[@]}"); QUIET_SERVICES=1 ;;
+    --bench) PACKAGES+=("${BENCH_PACKAGES[@]}"); BENCH=1; QUIET_SERVICES=1 ;;
     *) echo "setup.sh: unknown option $arg (--test, --bench)" >&2; exit 2 ;;
   esac
 done
@@ -45,10 +47,11 @@ if ((${#missing[@]})); then
   fi
   log "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  # the benchmarks run nginx with a configuration of their own: keep the package from starting a server
-  # on port 80 (policy-rc.d answers "not now" to every service start during this install)
+  # the benchmarks run nginx with a configuration of their own, the tests need only prometheus's promtool:
+  # keep the packages from starting a server on port 80 or 9090 (policy-rc.d answers "not now" to every
+  # service start during this install)
   policy=/usr/sbin/policy-rc.d
-  if [ "$BENCH" = 1 ] && [ ! -e "$policy" ]; then
+  if [ "$QUIET_SERVICES" = 1 ] && [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
     "${SUDO[@]}" chmod 0755 "$policy"
     trap '"${SUDO[@]}" rm -f "$policy"' EXIT

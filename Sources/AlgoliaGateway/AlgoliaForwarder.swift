@@ -7,7 +7,7 @@ import Proxying
 import Upstream
 
 /// Settings of the forwarder (mapped from `algolia.*` in the configuration).
-public struct AlgoliaForwardingSettings: Sendable {
+public struct AlgoliaForwardingSettings: Sendable, Equatable {
     /// Hosts in the order they are tried.
     public var hosts: [AlgoliaHost]
     /// Connect budget per host attempt.

@@ -29,32 +29,42 @@ public final class AlgoliaService: Sendable {
     public let keys: KeyMemory
     private let strategies: RequestStrategies
     private let builds: ManualBuilds
+    private let pool: WorkerPool
     /// Writes to local indices (nil without an index store).
     private let writes: LocalWrites?
 
     /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
     /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
-    /// and the sync state; `events` receives the admin API's events.
+    /// and the sync state; `events` receives the admin API's events. With `previous` (a configuration
+    /// reload) its upstream (when the forwarding settings are the same), worker pool, remembered keys,
+    /// mirrors and offline indices are kept; stop `previous` once this one is in place.
     public convenience init(
         configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient, store: IndexStore?,
-        state: DatabasePool?, events: @escaping @Sendable (String, JSON) -> Void
+        state: DatabasePool?, events: @escaping @Sendable (String, JSON) -> Void,
+        previous: AlgoliaService? = nil
     ) throws(AlgoliaSetupError) {
         let a = configuration.algolia
-        var forwarder: AlgoliaForwarder?
+        var forwarder: (any AlgoliaUpstream)?
         if !a.effectiveHosts.isEmpty {
             let settings = AlgoliaForwardingSettings(
                 hosts: a.effectiveHosts, connectTimeout: a.connectTimeout, readTimeout: a.timeout,
                 writeTimeout: a.writeTimeout, unavailableStatus: a.unavailableStatus)
-            forwarder = AlgoliaForwarder(
-                settings: settings, loop: loop, client: client, logger: Logger(label: "mirrorgate.algolia"))
+            if let old = previous?.upstream as? AlgoliaForwarder, old.settings == settings {
+                forwarder = old
+            } else {
+                forwarder = AlgoliaForwarder(
+                    settings: settings, loop: loop, client: client,
+                    logger: Logger(label: "mirrorgate.algolia"))
+            }
         }
         try self.init(
             configuration: configuration, upstream: forwarder,
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
-            pool: WorkerPool(threads: 4, name: "mg-local"), events: events,
+            pool: previous?.pool ?? WorkerPool(threads: 4, name: "mg-local"), events: events,
             replay: HostsReplayTransport(
                 hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout,
-                timeout: a.writeTimeout))
+                timeout: a.writeTimeout),
+            previous: previous)
     }
 
     /// The service over any upstream (tests script one); `fetcher` nil disables syncs, `replay` nil the
@@ -66,21 +76,25 @@ public final class AlgoliaService: Sendable {
         events: @escaping @Sendable (String, JSON) -> Void,
         logger: Logger = Logger(label: "mirrorgate.algolia"),
         syncLogger: Logger = Logger(label: "mirrorgate.sync"),
-        replay: (any WriteReplayTransport)? = nil
+        replay: (any WriteReplayTransport)? = nil, previous: AlgoliaService? = nil
     ) throws(AlgoliaSetupError) {
         self.configuration = configuration
         self.upstream = upstream
-        let offline = try OfflineIndexRegistry.load(configuration, store: store, logger: logger)
-        if let upstream {
+        self.pool = pool
+        let offline = try OfflineIndexRegistry.load(
+            configuration, store: store, logger: logger, previous: previous?.catalog.offline)
+        if let upstream, upstream.reachability !== previous?.upstream?.reachability {
             upstream.reachability.onChange { up in
                 events("reachabilityChanged", ["upstream": "algolia", "reachable": .bool(up)])
             }
         }
         do {
-            keys = try KeyMemory(pool: state)
+            keys = try previous?.keys ?? KeyMemory(pool: state)
             coordinator = try MirrorCoordinator(
                 configuration: configuration, store: store, state: state, fetcher: fetcher,
-                reachability: upstream?.reachability, events: events, logger: Logger(label: "mirrorgate.sync")
+                reachability: upstream?.reachability, events: events,
+                logger: Logger(label: "mirrorgate.sync"),
+                previous: previous?.coordinator.mirrors ?? [:]
             )
         } catch let error as AlgoliaSetupError {
             throw error
@@ -142,10 +156,17 @@ public final class AlgoliaService: Sendable {
     /// Stops the sync scheduler, the replay, the writer (after the writes it has) and the upstream's
     /// probe (at shutdown).
     public func stop() {
+        retire()
+        upstream?.reachability.stop()
+    }
+
+    /// Stops what this service runs in the background when a configuration reload replaces it: the sync
+    /// scheduler, the replay of queued writes and the writer (after the writes it has). The upstream's
+    /// probe is left running (the service that replaces it may share it).
+    public func retire() {
         coordinator.stop()
         writes?.queue?.stop()
         writes?.writer.stop()
-        upstream?.reachability.stop()
     }
 
     /// Answers a request under `/1/` (CORS and the path check are the caller's).

@@ -186,8 +186,13 @@ struct ManualBuilds: Sendable {
     }
 
     static func check(_ objects: [JSON], what: String) throws(BuildError) {
-        for (i, o) in objects.enumerated() where o.objectValue == nil {
-            throw BuildError(description: "\(what)[\(i)] is not a JSON object")
+        for (i, o) in objects.enumerated() {
+            guard let record = o.objectValue else {
+                throw BuildError(description: "\(what)[\(i)] is not a JSON object")
+            }
+            guard let id = record["objectID"]?.stringValue, !id.isEmpty else {
+                throw BuildError(description: "\(what)[\(i)] has no objectID (a non-empty string)")
+            }
         }
     }
 
@@ -228,6 +233,11 @@ struct ManualBuilds: Sendable {
             throw BuildError(
                 description: "give either settings/objects or settingsFile/objectFiles, not both")
         }
+        // A build replaces the whole index: an empty one only when asked for in so many words.
+        if o["objects"] == nil && o["objectFiles"] == nil {
+            throw BuildError(
+                description: "objects (a list; [] for an empty index) or objectFiles is required")
+        }
         if files {
             func path(_ key: String) throws(BuildError) -> String? {
                 switch o[key] {
@@ -260,10 +270,15 @@ struct ManualBuilds: Sendable {
         case .object?: settings = o["settings"]!
         default: throw BuildError(description: "settings must be a JSON object")
         }
+        // Synonyms and rules: arrays of JSON objects (each one is stored as given).
         func list(_ key: String) throws(BuildError) -> JSON? {
             switch o[key] {
             case nil, .null?: return nil
-            case .array?: return o[key]
+            case .array(let items)?:
+                for (i, item) in items.enumerated() where item.objectValue == nil {
+                    throw BuildError(description: "\(key)[\(i)] is not a JSON object")
+                }
+                return o[key]
             default: throw BuildError(description: "\(key) must be an array")
             }
         }

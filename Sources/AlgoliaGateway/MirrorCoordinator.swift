@@ -25,16 +25,24 @@ public final class MirrorCoordinator: Sendable {
     private let logger: Logger
     /// The scheduler's periodic check, cancelled by `stop`.
     private let ticker = Mutex<ScheduledWork?>(nil)
+    /// Set by `stop`: a reachability observer of a stopped coordinator (after a reload) does nothing.
+    private let stopped = Atomic<Bool>(false)
+    /// Mirrors kept from the coordinator this one replaces, with their new settings (applied by `start`,
+    /// so that a reload that fails later leaves them as they were).
+    private let adopted: [(MirroredIndex, MirrorSettings)]
     /// Index names a replica may not take (configured mirrored or offline indices answer as themselves).
     let reservedNames: Set<String>
 
     /// Loads (or bootstraps) every mirrored index of `configuration`; `fetcher` is nil when the gateway
     /// cannot sync (no appId, apiKey or hosts). Throws ``AlgoliaSetupError`` for a bootstrap file that
-    /// cannot be read, and the store's error when the state tables cannot be prepared.
+    /// cannot be read, and the store's error when the state tables cannot be prepared. A mirror of
+    /// `previous` (a configuration reload) is kept, with its data and sync state, under its new settings.
     public init(
         configuration: MirrorgateConfiguration, store: IndexStore?, state: DatabasePool?,
         fetcher: MirrorFetcher?,
-        reachability: ReachabilityTracker?, events: @escaping @Sendable (String, JSON) -> Void, logger: Logger
+        reachability: ReachabilityTracker?, events: @escaping @Sendable (String, JSON) -> Void,
+        logger: Logger,
+        previous: [String: MirroredIndex] = [:]
     ) throws {
         self.store = store
         self.state = state
@@ -56,6 +64,7 @@ public final class MirrorCoordinator: Sendable {
             }
         }
         var built: [String: MirroredIndex] = [:]
+        var adopted: [(MirroredIndex, MirrorSettings)] = []
         for (name, index) in a.indices.sorted(by: { $0.key < $1.key }) where index.mirrored {
             let policy = configuration.policy(named: index.policy)
             let selections = index.dataSelectionQueries.map { q -> DataSelection in
@@ -75,6 +84,11 @@ public final class MirrorCoordinator: Sendable {
                 preventiveDelay: index.preventiveOfflineSearchDelay, selections: selections,
                 delayBetweenSyncs: min(index.delayBetweenSyncs, policy.idleInterval),
                 retryInitial: policy.retry.initial, retryMax: policy.retry.max)
+            if let kept = previous[name] {
+                adopted.append((kept, settings))
+                built[name] = kept
+                continue
+            }
             var current = store.flatMap { Self.loadVersion(name, store: $0, reserved: reserved) }
             if current == nil, index.bootstrap != nil {
                 let files = try BootstrapFiles.read(index.bootstrap, configuration)
@@ -94,6 +108,7 @@ public final class MirrorCoordinator: Sendable {
                 fingerprint: saved[name]?.1)
         }
         mirrors = built
+        self.adopted = adopted
     }
 
     /// The coordinator's table in `state.sqlite` (the last successful sync of each mirror); the first
@@ -112,9 +127,10 @@ public final class MirrorCoordinator: Sendable {
     /// Starts the scheduler (a timer that checks every 250 ms what is due; syncs run on threads of their
     /// own), and syncs every mirror whose last run failed as soon as the upstream is reachable again.
     public func start() {
+        for (mirror, settings) in adopted { mirror.update(settings: settings) }
         guard !mirrors.isEmpty, fetcher != nil else { return }
         reachability?.onChange { [self] up in
-            guard up else { return }
+            guard up, !stopped.load(ordering: .relaxed) else { return }
             for mirror in mirrors.values where mirror.lastRunFailed || mirror.isSyncDue() { launch(mirror) }
         }
         let work = Scheduler.shared.repeating(every: .milliseconds(250)) { [self] in
@@ -126,7 +142,11 @@ public final class MirrorCoordinator: Sendable {
         ticker.withLock { $0 = work }
     }
 
-    public func stop() { ticker.withLock { $0?.cancel() } }
+    /// Stops scheduling syncs (a sync already running finishes).
+    public func stop() {
+        stopped.store(true, ordering: .relaxed)
+        ticker.withLock { $0?.cancel() }
+    }
 
     /// Starts a sync in the background; false if one is running.
     @discardableResult

@@ -20,7 +20,7 @@ public struct DataSelection: Sendable, Hashable {
 }
 
 /// What a mirrored index needs to sync and answer (mapped from `algolia.indices.NAME`).
-public struct MirrorSettings: Sendable {
+public struct MirrorSettings: Sendable, Equatable {
     /// Index name.
     public var name: String
     /// Default strategy (a request may override it with `X-Mirrorgate-Strategy`).
@@ -120,8 +120,9 @@ public struct MirrorVersion: Sendable {
 /// A mirrored index: its current local version and its replicas' (answering while a new one is built),
 /// its sync state and statistics. At most one sync runs at a time.
 public final class MirroredIndex: Sendable {
-    /// Settings.
-    public let settings: MirrorSettings
+    /// Settings (a reload may change them, see ``update(settings:)``).
+    public var settings: MirrorSettings { settingsBox.withLock { $0 } }
+    private let settingsBox: Mutex<MirrorSettings>
     private struct State {
         var current: SearchIndex?
         var replicas: [String: SearchIndex] = [:]
@@ -143,11 +144,30 @@ public final class MirroredIndex: Sendable {
         settings: MirrorSettings, current: SearchIndex?, replicas: [String: SearchIndex] = [:],
         lastSuccessfulSyncAt: Date?, fingerprint: String?
     ) {
-        self.settings = settings
+        self.settingsBox = Mutex(settings)
         state = Mutex(
             State(
                 current: current, replicas: replicas, lastSuccessfulSyncAt: lastSuccessfulSyncAt,
                 fingerprint: fingerprint))
+    }
+
+    /// Applies new settings (a configuration reload): a changed data selection makes a sync due now, a
+    /// changed `delayBetweenSyncs` moves the next scheduled sync (not a retry after a failure).
+    public func update(settings new: MirrorSettings) {
+        let old = settingsBox.withLock { s in
+            defer { s = new }
+            return s
+        }
+        guard old != new else { return }
+        state.withLock { s in
+            if old.selectionFingerprint != new.selectionFingerprint {
+                s.nextSyncAt = Date()
+            } else if old.delayBetweenSyncs != new.delayBetweenSyncs, s.lastError == nil,
+                let last = s.lastSuccessfulSyncAt
+            {
+                s.nextSyncAt = last.addingTimeInterval(new.delayBetweenSyncs.seconds)
+            }
+        }
     }
 
     /// The local version, if any.

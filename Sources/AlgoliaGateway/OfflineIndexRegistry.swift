@@ -46,15 +46,21 @@ public final class OfflineIndexRegistry: Sendable {
     public func remove(_ name: String) { _ = indices.withLock { $0.removeValue(forKey: name) } }
 
     /// Builds every configured offline index that has a bootstrap. A missing or malformed file is a
-    /// start error naming the file.
-    public static func load(_ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger)
-        throws(AlgoliaSetupError) -> OfflineIndexRegistry
-    {
+    /// start error naming the file. An index of `previous` (a configuration reload) keeps its data, with
+    /// the keys of the new configuration.
+    public static func load(
+        _ configuration: MirrorgateConfiguration, store: IndexStore?, logger: Logger,
+        previous: OfflineIndexRegistry? = nil
+    ) throws(AlgoliaSetupError) -> OfflineIndexRegistry {
         var built: [String: LocalIndex] = [:]
         let algolia = configuration.algolia
         for (name, config) in algolia.offlineIndices.sorted(by: { $0.key < $1.key }) where !config.isPattern {
             let start = ContinuousClock.now
             let access = LocalIndex.Access.keys(config.apiKeys)
+            if let kept = previous?.lookup(name) {
+                built[name] = kept.access == access ? kept : LocalIndex(index: kept.index, access: access)
+                continue
+            }
             var index: SearchIndex
             let how: String
             if let stored = try? store?.load(name: name) {

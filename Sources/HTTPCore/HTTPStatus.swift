@@ -50,6 +50,9 @@ public enum MirrorgateHeader {
     public static let origin = "X-Mirrorgate-Origin"
     /// `X-Mirrorgate-Strategy`: a request's choice of strategy for a mirrored Algolia index.
     public static let strategy = "X-Mirrorgate-Strategy"
+    /// `X-Request-Id`: the request's ID, the client's or one the gateway minted; returned in every response
+    /// and forwarded upstream.
+    public static let requestID = "X-Request-Id"
 }
 
 /// An error that knows how to answer a request in the format of the API it belongs to (Algolia's

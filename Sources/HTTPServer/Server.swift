@@ -30,6 +30,10 @@ public struct ServerConfiguration: Sendable {
     public var connectionMemoryLimit: Int
     /// libmicrohttpd polling threads (handlers run on them and must not block).
     public var pollingThreads: Int
+    /// A request-ID field (e.g. `X-Request-Id`): when set, every request carries one before the handler
+    /// sees it (the client's, if acceptable, else a minted one) and every response echoes it, the
+    /// server's own errors included (see ``RequestID``). Nil: no such field is added.
+    public var requestIDHeader: String?
 
     /// Creates a configuration; the pending-connection limits default to fractions of `maxConnections`.
     public init(
@@ -47,6 +51,7 @@ public struct ServerConfiguration: Sendable {
         self.maxPending = max(1, maxPending ?? max(16, maxConnections / 2))
         self.connectionMemoryLimit = connectionMemoryLimit
         self.pollingThreads = pollingThreads
+        self.requestIDHeader = nil
     }
 }
 
@@ -393,6 +398,8 @@ final class RequestContext: @unchecked Sendable, Responder {
     private var bodyArrived = false
     var expectsContinue = false
     var stream: ResponseStream?
+    /// The request's ID and the field that carries it (``ServerConfiguration/requestIDHeader``).
+    var requestID: (field: String, value: String)?
     private var deadline: UInt64 = .max
 
     init(core: ServerCore, target: String, slot: ConnectionSlot?) {
@@ -525,7 +532,8 @@ final class RequestContext: @unchecked Sendable, Responder {
         }
         guard let writeAnswer else { return }
         core.unregister(self)
-        let response = core.errors(status, message, target)
+        var response = core.errors(status, message, target)
+        stamp(&response)
         if let slot, core.answerAndShut(slot, writeAnswer ? response.closingMessage() : nil) {
             core.observe(self, response)
         }
@@ -686,6 +694,7 @@ enum MHDCallbacks {
         }
         MHD_get_connection_values_n(
             connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
+        if let name = core.configuration.requestIDHeader { ctx.assignRequestID(field: name) }
         let layoutRefusal = ctx.layoutBase.flatMap { base in
             HeadLayout.check(
                 versionEnd: UnsafeRawPointer(version!) - base + ctx.version.utf8.count, headEnd: headSize,
@@ -739,6 +748,8 @@ enum MHDCallbacks {
     static func queue(_ response: HTTPResponse, _ ctx: RequestContext, _ connection: OpaquePointer)
         -> MHD_Result
     {
+        var response = response
+        ctx.stamp(&response)
         let mhdResponse: OpaquePointer?
         switch response.body {
         case .bytes(let bytes):

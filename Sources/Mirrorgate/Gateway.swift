@@ -7,8 +7,10 @@ import HTTPServer
 import JSONCore
 import Logging
 import ODataGateway
+import Observability
 import SearchEngine
 import Storage
+import Synchronization
 import Upstream
 
 /// The version string reported by `/_mirrorgate/health`, `status` and `--version`.
@@ -21,24 +23,39 @@ public struct GatewayStartError: Error, CustomStringConvertible {
 }
 
 /// The running gateway: the HTTP server, the upstream forwarders with their reachability trackers,
-/// metrics and the admin API, wired from one configuration. Stop it with `shutdown()`.
+/// metrics and the admin API, wired from one configuration. ``reload()`` re-reads the configuration;
+/// stop it with `shutdown()`.
 public final class Gateway: Sendable {
-    /// The configuration in force (after command-line overrides).
-    public let configuration: MirrorgateConfiguration
+    /// The configuration in force (after command-line overrides and reloads).
+    public var configuration: MirrorgateConfiguration { router.configuration }
     let server: Server
     let router: Router
     let loop: CurlLoop
-    let store: IndexStore?
+    let client: UpstreamClient
+    /// The index store (opened when an index first needs it, at start or on a reload).
+    let store: StoreBox
     let state: DatabasePool
     let logger: Logger
+    let odataPool: WorkerPool
+    let publish: @Sendable (String, JSON) -> Void
     /// Held while the gateway runs: `mirrorgate rekey` does not rewrite stores under it.
     let dataDirLock: DataDirectoryLock
+    /// The stores' paths and encryption (the Algolia stores' key is fixed at start).
+    let layout: StoreLayout
+    /// Re-reads the configuration for a reload (the file, with the command line's overrides).
+    let source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)?
+    /// Held while a reload runs (a second one gets 409).
+    let reloading = Mutex<Bool>(false)
 
     /// Starts serving. Creates `dataDir` (mode 0700) if needed; opens the stores with their configured
     /// encryption (a wrong key, or a store encrypted or not against the configuration, stops the start).
-    public init(configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate")) throws {
-        self.configuration = configuration
+    /// `source` re-reads the configuration on ``reload()`` (nil: reloads are refused).
+    public init(
+        configuration: MirrorgateConfiguration, logger: Logger = Logger(label: "mirrorgate"),
+        source: (@Sendable () throws(ConfigError) -> MirrorgateConfiguration)? = nil
+    ) throws {
         self.logger = logger
+        self.source = source
         try Self.prepareDataDir(configuration.dataDir)
         do {
             dataDirLock = try DataDirectoryLock(directory: configuration.dataDir, exclusive: false)
@@ -53,34 +70,35 @@ public final class Gateway: Sendable {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir):\n\(error)")
         }
+        self.layout = layout
         UpstreamClient.globalInit()
         let metrics = GatewayMetrics.bootstrap()
         let client = UpstreamClient()
+        self.client = client
         let loop: CurlLoop
         do {
             loop = try CurlLoop(threads: 2)
         } catch {
             throw GatewayStartError(description: "cannot start the upstream event loop: \(error)")
         }
-        var services: [ODataService] = []
+        self.loop = loop
         let events = EventBus()
+        let publish = Router.publisher(events, metrics)
+        self.publish = publish
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
+        self.odataPool = odataPool
+        var services: [ODataService] = []
         for name in configuration.odata.services.keys.sorted() {
             services.append(
                 try ODataAssembly.make(
                     name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
-                    client: client, pool: odataPool,
-                    events: { events.publish($0, $1) }))
+                    client: client, pool: odataPool, events: publish))
         }
-        services.sort { $0.settings.mount.count > $1.settings.mount.count }
         let store: IndexStore?
         let state: DatabasePool
         do {
-            let needsStore =
-                !configuration.algolia.offlineIndices.isEmpty
-                || configuration.algolia.indices.values.contains { $0.mirrored }
             store =
-                needsStore
+                Self.needsStore(configuration)
                 ? try IndexStore(directory: configuration.dataDir, encryption: layout.search.encryption) : nil
             state = try DatabasePool(
                 path: layout.state.path, options: DatabaseOptions(encryption: layout.state.encryption),
@@ -89,66 +107,88 @@ public final class Gateway: Sendable {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")
         }
-        self.store = store
+        let storeBox = StoreBox(store)
+        self.store = storeBox
         self.state = state
-        for s in services {
-            s.reachability.onChange { up in
-                events.publish(
-                    "reachabilityChanged",
-                    ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
-            }
-        }
+        for s in services { Self.announce(s, publish) }
         let algolia: AlgoliaService
         do {
             algolia = try AlgoliaService(
                 configuration: configuration, loop: loop, client: client, store: store, state: state,
-                events: { events.publish($0, $1) })
+                events: publish)
         } catch {
             throw GatewayStartError(description: error.description)
         }
         let router = Router(
-            configuration: configuration, algolia: algolia, odata: services, events: events,
-            metrics: metrics, logger: logger)
+            services: ServiceSet(configuration: configuration, algolia: algolia, odata: services),
+            events: events, metrics: metrics, logger: logger,
+            storageCheck: {
+                let indexStore = storeBox.withLock { $0 }
+                return Self.answers(state) && (indexStore.map { Self.answers($0.pool) } ?? true)
+            })
         self.router = router
-        self.loop = loop
-        let serverConfig = ServerConfiguration(
+        var serverConfig = ServerConfiguration(
             host: configuration.server.listen.host, port: configuration.server.listen.port,
             maxBodySize: configuration.server.maxBodySize,
             maxConnections: configuration.server.maxConnections,
             requestTimeout: configuration.server.requestTimeout, pollingThreads: 2)
-        let accessLogger = Logger(label: "mirrorgate.access")
+        serverConfig.requestIDHeader = MirrorgateHeader.requestID
         server = try Server(
             configuration: serverConfig, handler: router,
             errors: { status, message, target in router.errorResponse(status, message, target: target) },
-            observer: { method, target, status, headers, nanos in
-                let route = router.routeName(target)
-                let origin = headers[MirrorgateHeader.origin] ?? "none"
-                metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
-                if accessLogger.logLevel <= .info {
-                    var path = Substring(target)
-                    if let q = path.firstIndex(of: "?") { path = path[..<q] }
-                    accessLogger.info(
-                        "\(method) \(path) \(status)",
-                        metadata: [
-                            "origin": "\(origin)", "ms": "\(String(format: "%.2f", Double(nanos) / 1e6))",
-                        ])
-                }
-            }, logger: Logger(label: "mirrorgate.http"))
+            observer: AccessLog.observer(router: router, metrics: metrics),
+            logger: Logger(label: "mirrorgate.http"))
+        router.serving.store(true, ordering: .releasing)
+        Self.installReloader(self)
     }
 
-    /// Starts background work (the sync scheduler) once the server listens.
-    public func startBackground() { router.algolia.start() }
+    /// Lets `POST /_mirrorgate/reload` reach `gateway` (without keeping it alive).
+    private static func installReloader(_ gateway: Gateway) {
+        gateway.router.reloader.withLock { r in
+            r = { [weak gateway] in gateway?.reload() ?? .failed("the gateway is stopping") }
+        }
+    }
+
+    /// Starts background work once the server listens: the sync scheduler, and a first probe of every
+    /// upstream (so that status and metrics tell the truth about one that nothing else calls).
+    public func startBackground() {
+        let services = router.services
+        services.algolia.start()
+        services.algolia.upstream?.reachability.probeNow()
+        for s in services.odata { s.reachability.probeNow() }
+    }
 
     /// The port actually bound.
     public var port: UInt16 { server.port }
 
     /// Stops accepting, lets in-flight requests finish within `server.shutdownGrace`, then closes the rest.
     public func shutdown() {
+        router.serving.store(false, ordering: .releasing)
+        router.reloader.withLock { $0 = nil }
         server.shutdown(grace: configuration.server.shutdownGrace)
         router.stop()
         loop.stop()
-        if let store { try? store.pool.checkpoint() }
+        if let store = store.withLock({ $0 }) { try? store.pool.checkpoint() }
         try? state.checkpoint()
+    }
+
+    static func needsStore(_ configuration: MirrorgateConfiguration) -> Bool {
+        !configuration.algolia.offlineIndices.isEmpty
+            || configuration.algolia.indices.values.contains { $0.mirrored }
+    }
+
+    /// Whether a store answers a trivial query (readiness).
+    static func answers(_ pool: DatabasePool) -> Bool {
+        (try? pool.read { db in try db.scalar("SELECT 1") }) != nil
+    }
+
+    /// Publishes the reachability changes of an OData upstream as admin events.
+    static func announce(_ s: ODataService, _ publish: @escaping @Sendable (String, JSON) -> Void) {
+        s.reachability.onChange { up in
+            publish(
+                "reachabilityChanged",
+                ["upstream": .string("odata:\(s.settings.name)"), "reachable": .bool(up)])
+        }
     }
 
     static func prepareDataDir(_ path: String) throws {
@@ -166,4 +206,35 @@ public final class Gateway: Sendable {
             throw GatewayStartError(description: "cannot create dataDir \(path): \(error)")
         }
     }
+}
+
+/// The index store, opened at start or by the first reload that needs it.
+final class StoreBox: Sendable {
+    private let value: Mutex<IndexStore?>
+    init(_ store: IndexStore?) { value = Mutex(store) }
+    func withLock<T>(_ body: (inout IndexStore?) throws -> T) rethrows -> T {
+        try value.withLock { try body(&$0) }
+    }
+}
+
+/// The access log line and the request metrics of each answered request.
+enum AccessLog {
+    static func observer(router: Router, metrics: GatewayMetrics) -> ResponseObserver {
+        let accessLogger = Logger(label: "mirrorgate.access")
+        return { method, target, status, headers, nanos in
+            let route = router.routeName(target)
+            let origin = headers[MirrorgateHeader.origin] ?? "none"
+            metrics.record(route: route, origin: origin, status: status, durationNanos: nanos)
+            guard accessLogger.logLevel <= .info else { return }
+            var path = Substring(target)
+            if let q = path.firstIndex(of: "?") { path = path[..<q] }
+            accessLogger.info(
+                "\(method) \(path) \(status)",
+                metadata: AccessLine.fields(
+                    method: method, path: String(path), status: status, nanos: nanos, route: route,
+                    origin: origin,
+                    headers: headers))
+        }
+    }
+
 }

@@ -101,9 +101,4 @@ extension Router {
             request, path: String(path), serviceRoot: "http://\(host)\(prefix)\(name)/", out)
         return true
     }
-
-    /// Refreshes the OData gauges before `/metrics` is rendered.
-    func updateODataMetrics() {
-        for s in odata { ODataMetrics.update(s, name: s.settings.name) }
-    }
 }

@@ -1,5 +1,6 @@
 import Logging
 import Mirrorgate
+import Observability
 import Synchronization
 
 /// Keeps the log events of the loggers it makes, in memory, so that a test can check what was logged

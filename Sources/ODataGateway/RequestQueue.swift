@@ -321,6 +321,11 @@ public final class ODataRequestQueue: Sendable {
         try remove(request, in: db)
     }
 
+    /// When the oldest queued request was queued (its `createdAt`, RFC 3339), nil when none is queued.
+    public func oldestCreatedAt() -> String? {
+        ((try? pool.read { db in try db.scalar(#"SELECT MIN(createdAt) FROM "_mg_queue""#) }) ?? nil)?.string
+    }
+
     /// Number of ErrorArchive entries.
     public func archivedCount() -> Int {
         ((try? pool.read { db in try db.scalar(#"SELECT COUNT(*) FROM "_mg_ErrorArchive""#) }) ?? nil)?.int

@@ -130,6 +130,7 @@ public final class RelayTransfer: TransferSink {
     private var streamTransform: (any StreamTransform)?
     private var hold = false
     private var headAt = ContinuousClock.now
+    private let startedAt = ContinuousClock.now
 
     /// Creates the sink; `completion` runs once, on the loop thread, after the response was sent
     /// (or held).
@@ -139,11 +140,17 @@ public final class RelayTransfer: TransferSink {
         self.completion = completion
     }
 
+    /// Takes the upstream's status and fields, and adds `Server-Timing: upstream;dur=MS` (W3C Server
+    /// Timing): the time from this transfer's start to the upstream's response head, which the access log
+    /// reports as the upstream time.
     public func head(status: Int, headers: [(name: String, value: String)]) -> Bool {
         self.status = status
         self.headers = headers
         hold = (options.holdServerErrors && status >= 500) || (options.holdRateLimited && status == 429)
         headAt = ContinuousClock.now
+        let micros = (headAt - startedAt).components
+        let ms = Double(micros.seconds) * 1000 + Double(micros.attoseconds / 1_000_000_000_000) / 1000
+        self.headers.append((name: "Server-Timing", value: "upstream;dur=\((ms * 1000).rounded() / 1000)"))
         return true
     }
 

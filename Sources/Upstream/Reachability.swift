@@ -8,11 +8,17 @@ import Synchronization
 /// exponential backoff and jitter marks it up again when the probe succeeds (or when a real request
 /// does). Every change is logged, counted, and reported to observers — the rest of the gateway uses
 /// `isReachable` to answer locally at once instead of waiting for a timeout on every request.
+///
+/// Until a request or a probe has told (``knownReachability`` nil), the tracker assumes the upstream
+/// answers (so requests are forwarded), but reports nothing: the gauge
+/// `mirrorgate_upstream_reachable{upstream}` is absent and the status says `null`. ``probeNow()`` asks
+/// once in the background (at start), so that an upstream nothing else calls is not shown as reachable.
 public final class ReachabilityTracker: Sendable {
     /// The upstream's name (`algolia`, `odata:NAME`).
     public let name: String
     private struct State {
         var reachable = true
+        var known = false
         var since = Date()
         var probing = false
         var observers: [@Sendable (Bool) -> Void] = []
@@ -26,10 +32,10 @@ public final class ReachabilityTracker: Sendable {
     private let maxBackoff: Duration
     private let logger: Logger
     private let changes: Counter
-    private let gauge: Gauge
+    private let gauge = Mutex<Gauge?>(nil)
 
-    /// Creates a tracker that starts optimistic (reachable). `probe` is a cheap blocking check that
-    /// returns true when the upstream answered anything at all.
+    /// Creates a tracker that starts optimistic (reachable) and unknown. `probe` is a cheap blocking check
+    /// that returns true when the upstream answered anything at all.
     public init(
         name: String, initialBackoff: Duration = .milliseconds(250), maxBackoff: Duration = .seconds(30),
         logger: Logger = Logger(label: "mirrorgate.reachability"), probe: @escaping @Sendable () -> Bool
@@ -41,12 +47,28 @@ public final class ReachabilityTracker: Sendable {
         self.logger = logger
         self.changes = Counter(
             label: "mirrorgate_upstream_reachability_changes_total", dimensions: [("upstream", name)])
-        self.gauge = Gauge(label: "mirrorgate_upstream_reachable", dimensions: [("upstream", name)])
-        gauge.record(1)
     }
 
-    /// Whether the upstream is believed to answer.
+    /// Whether the upstream is believed to answer (true while unknown).
     public var isReachable: Bool { state.withLock { $0.reachable } }
+
+    /// Whether the upstream answered the last request or probe; nil before the first one.
+    public var knownReachability: Bool? { state.withLock { $0.known ? $0.reachable : nil } }
+
+    /// Probes once in the background, unless a request or probe already told; a failure marks the
+    /// upstream down and starts the probing with backoff.
+    public func probeNow() {
+        let run = state.withLock { !$0.known && !$0.stopped && !$0.probing }
+        guard run else { return }
+        let thread = Thread { [self] in
+            let up = probe()
+            let tell = state.withLock { !$0.known && !$0.stopped }
+            guard tell else { return }
+            if up { reportSuccess() } else { reportFailure("no answer to the first probe") }
+        }
+        thread.name = "mg-probe-\(name)"
+        thread.start()
+    }
 
     /// When the current state began.
     public var since: Date { state.withLock { $0.since } }
@@ -72,16 +94,19 @@ public final class ReachabilityTracker: Sendable {
 
     @discardableResult
     private func set(_ reachable: Bool, reason: String = "") -> Bool {
-        let observers: [@Sendable (Bool) -> Void]? = state.withLock { s in
-            guard s.reachable != reachable else { return nil }
+        let (observers, learned): ([@Sendable (Bool) -> Void]?, Bool) = state.withLock { s in
+            let learned = !s.known
+            s.known = true
+            if learned { s.since = Date() }
+            guard s.reachable != reachable else { return (nil, learned) }
             s.reachable = reachable
             s.since = Date()
-            return s.observers
+            return (s.observers, learned)
         }
+        if observers != nil || learned { recordGauge(reachable) }
         guard let observers else { return false }
         if reachable { wake.poke() }
         changes.increment()
-        gauge.record(reachable ? 1 : 0)
         if reachable {
             logger.notice("upstream reachable again", metadata: ["upstream": "\(name)"])
         } else {
@@ -89,6 +114,16 @@ public final class ReachabilityTracker: Sendable {
         }
         for o in observers { o(reachable) }
         return true
+    }
+
+    /// The gauge exists from the first time the state is known (a scrape before shows no sample).
+    private func recordGauge(_ reachable: Bool) {
+        gauge.withLock { g in
+            if g == nil {
+                g = Gauge(label: "mirrorgate_upstream_reachable", dimensions: [("upstream", name)])
+            }
+            g?.record(reachable ? 1 : 0)
+        }
     }
 
     private func startProbing() {

@@ -4,6 +4,7 @@ import Foundation
 import GatewayConfig
 import Logging
 import Mirrorgate
+import Observability
 
 /// `mirrorgate` — a local gateway that keeps Algolia search and OData services working offline.
 struct MirrorgateCommand: ParsableCommand {
@@ -24,7 +25,10 @@ struct MirrorgateCommand: ParsableCommand {
             or configuration (each problem as file:line: key: message).
 
             Signals (serve): SIGTERM and SIGINT stop gracefully: in-flight requests get server.shutdownGrace, \
-            SQLite is checkpointed, the exit status is 0.
+            SQLite is checkpointed, the exit status is 0. SIGHUP reloads the configuration (as POST \
+            /_mirrorgate/reload): valid changes apply without dropping connections or local data, an invalid \
+            file is logged and the running configuration kept, keys that need a restart (server.listen, \
+            dataDir, …) are logged as such.
             """,
         version: mirrorgateVersion,
         subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self],
@@ -107,22 +111,9 @@ struct Serve: ParsableCommand {
     func run() throws {
         // an unwritable dataDir is one clean line (file:line), not a Foundation error dump at first write
         var (config, source) = try options.load(fileChecks: dataDir == nil ? .dataDir : [])
-        if let listen {
-            guard let address = ListenAddress(listen) else {
-                throw ValidationError("--listen '\(listen)' is not HOST:PORT")
-            }
-            if !address.isLoopback && !(config.server.allowRemote && config.admin.token != nil) {
-                throw ValidationError(
-                    "--listen \(listen) is not a loopback address: set server.allowRemote: true and admin.token"
-                )
-            }
-            config.server.listen = address
-        }
-        if let dataDir {
-            config.dataDir = dataDir
-            let issues = config.dataDirIssues(file: "--data-dir")
-            if !issues.isEmpty { throw ConfigError(issues: issues) }
-        }
+        let overrides = try commandLineOverrides()
+        try overrides(&config)
+        let options = self.options
         var demoDirectory: String?
         if source == ConfigOptions.builtInDemo {
             do {
@@ -140,6 +131,7 @@ struct Serve: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
+        signal(SIGHUP, SIG_IGN)
         let stop = DispatchSemaphore(value: 0)
         let queue = DispatchQueue(label: "mirrorgate.signals")
         let sources = [SIGTERM, SIGINT].map { sig -> any DispatchSourceSignal in
@@ -148,7 +140,33 @@ struct Serve: ParsableCommand {
             s.resume()
             return s
         }
-        let gateway = try Gateway(configuration: config, logger: logger)
+        let baseDirectory = config.baseDirectory
+        let label = source
+        let reread: @Sendable () throws(ConfigError) -> MirrorgateConfiguration = {
+            () throws(ConfigError) -> MirrorgateConfiguration in
+            var fresh: MirrorgateConfiguration
+            do {
+                fresh = try options.load(fileChecks: .bootstrapFiles).0
+                try overrides(&fresh)
+            } catch let error as ConfigError {
+                throw error
+            } catch {
+                throw ConfigError(issues: [
+                    ConfigIssue(file: label, line: 0, column: 0, keyPath: "", message: "\(error)")
+                ])
+            }
+            if label == ConfigOptions.builtInDemo { fresh.baseDirectory = baseDirectory }
+            return fresh
+        }
+        let gateway = try Gateway(configuration: config, logger: logger, source: reread)
+        // SIGHUP reloads on a queue of its own, so that a slow reload never delays a stop.
+        let hangup = DispatchSource.makeSignalSource(
+            signal: SIGHUP, queue: DispatchQueue(label: "mirrorgate.reload"))
+        hangup.setEventHandler { [weak gateway] in
+            logger.notice("SIGHUP: reloading the configuration", metadata: ["config": "\(source)"])
+            _ = gateway?.reload()
+        }
+        hangup.resume()
         gateway.startBackground()
         logger.notice(
             "mirrorgate \(mirrorgateVersion) listening",
@@ -158,9 +176,41 @@ struct Serve: ParsableCommand {
             ])
         stop.wait()
         logger.notice("stopping", metadata: ["grace": "\(config.server.shutdownGrace)"])
+        hangup.cancel()
         gateway.shutdown()
         withExtendedLifetime(sources) {}
         logger.notice("stopped")
+    }
+}
+
+extension Serve {
+    /// `--listen` and `--data-dir` applied to a configuration (at start and on every reload), checked.
+    func commandLineOverrides() throws -> @Sendable (inout MirrorgateConfiguration) throws -> Void {
+        var parsed: ListenAddress?
+        if let listen {
+            guard let given = ListenAddress(listen) else {
+                throw ValidationError("--listen '\(listen)' is not HOST:PORT")
+            }
+            parsed = given
+        }
+        let listen = self.listen
+        let dataDir = self.dataDir
+        let address = parsed
+        return { config throws in
+            if let address {
+                if !address.isLoopback && !(config.server.allowRemote && config.admin.token != nil) {
+                    throw ValidationError(
+                        "--listen \(listen ?? "") is not a loopback address: set server.allowRemote: true and admin.token"
+                    )
+                }
+                config.server.listen = address
+            }
+            if let dataDir {
+                config.dataDir = dataDir
+                let issues = config.dataDirIssues(file: "--data-dir")
+                if !issues.isEmpty { throw ConfigError(issues: issues) }
+            }
+        }
     }
 }
 
