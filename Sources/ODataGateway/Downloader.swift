@@ -300,8 +300,8 @@ enum FetchedEntity {
 
 /// The download scheduler: a download at start when the mirror was never downloaded (an upload when
 /// changes were queued before a restart), then every `interval` (an upload first while changes wait),
-/// and an upload whenever the upstream becomes reachable again (the upload downloads when it leaves the
-/// queue empty).
+/// and an upload whenever the upstream becomes reachable again (the upload downloads after a complete
+/// run, also when held requests remain).
 final class ODataDownloadScheduler: ODataServicePart {
     let downloader: ODataDownloader
     let uploader: ODataUploader

@@ -90,8 +90,9 @@ final class ODataUploader: ODataServicePart {
         return try body()
     }
 
-    /// Starts an upload of the queue on a background thread (then a download when anything was uploaded
-    /// or the queue is empty); false when one is already running.
+    /// Starts an upload of the queue on a background thread (then a download unless the run was
+    /// interrupted: what remains is held or waits for credentials, and keeps its local version); false when
+    /// one is already running.
     @discardableResult
     func upload(completion: (@Sendable (ODataUploadStats) -> Void)?) -> Bool {
         guard state.withLock({ $0.claim() }) else { return false }
@@ -133,7 +134,9 @@ final class ODataUploader: ODataServicePart {
                 }
             }
             for l in listeners { l(stats) }
-            if !stats.interrupted, stats.remaining == 0 { _ = downloader.download(completion: nil) }
+            // A complete run (what remains is held or waits for credentials) is followed by a download: queued
+            // local changes keep their local version through it.
+            if !stats.interrupted { _ = downloader.download(completion: nil) }
             completion?(stats)
         }
         return true
