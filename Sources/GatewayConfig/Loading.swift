@@ -9,9 +9,6 @@ extension MirrorgateConfiguration {
     public static let minimumSecretLength = 8
 
     public static let unsupportedKeys: [String: String] = [
-        "odata.services.*.enableRequestQueueOptimization": "request queue optimization is not implemented",
-        "odata.services.*.enableUndoLocalCreation": "undoing a local creation is not implemented",
-        "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
         "policies.*.window": "sync windows are not implemented",
         "policies.*.maxRunDuration": "run budgets are not implemented",
     ]

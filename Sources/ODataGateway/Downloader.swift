@@ -9,15 +9,55 @@ import Upstream
 
 /// The result of one download.
 public struct ODataDownloadStats: Sendable {
+    /// How one defining request was read.
+    public struct RequestRead: Sendable {
+        /// `full` (every page of the defining request) or `delta` (only what changed since its delta link).
+        public var kind: String
+        /// Entities stored (full: every row; delta: added or changed).
+        public var changed: Int
+        /// Entities a delta removed; nil for a full read (it replaces the request's rows).
+        public var removed: Int?
+        /// Downloaded entities passed over because a local change of theirs waits in the queue.
+        public var keptLocal: Int
+        /// Why a full read was done where a delta link was stored (expired, refused, not applicable).
+        public var fallback: String?
+    }
+
     /// Rows stored per entity set (over all defining requests).
     public var entitySets: [String: Int]
     /// Wall time.
     public var durationMs: Int
-    /// `{"entitySets": {NAME: rows}, "durationMs": N}`.
+    /// Per defining request, how it was read.
+    public var requests: [String: RequestRead] = [:]
+
+    /// `delta` when every defining request was read by its delta link, `full` when none was, else `mixed`.
+    public var kind: String {
+        let kinds = Set(requests.values.map(\.kind))
+        return kinds.count > 1 ? "mixed" : kinds.first ?? "full"
+    }
+
+    /// `{"entitySets": {NAME: rows}, "durationMs": N, "kind", "changed", "removed", "keptLocal",
+    /// "requests": {NAME: {kind, changed, removed, keptLocal, fallback}}}`; `removed` sums the delta reads
+    /// (null when every request was read in full).
     public var json: JSON {
         var sets = JSONObject()
         for (k, v) in entitySets.sorted(by: { $0.key < $1.key }) { sets[k] = .int(Int64(v)) }
-        return ["entitySets": .object(sets), "durationMs": .int(Int64(durationMs))]
+        var per = JSONObject()
+        for (name, r) in requests.sorted(by: { $0.key < $1.key }) {
+            per[name] = [
+                "kind": .string(r.kind), "changed": .int(Int64(r.changed)),
+                "removed": r.removed.map { .int(Int64($0)) } ?? .null, "keptLocal": .int(Int64(r.keptLocal)),
+                "fallback": r.fallback.map(JSON.string) ?? .null,
+            ]
+        }
+        let removed = requests.values.compactMap(\.removed)
+        return [
+            "entitySets": .object(sets), "durationMs": .int(Int64(durationMs)), "kind": .string(kind),
+            "changed": .int(Int64(requests.values.reduce(0) { $0 + $1.changed })),
+            "removed": removed.isEmpty ? .null : .int(Int64(removed.reduce(0, +))),
+            "keptLocal": .int(Int64(requests.values.reduce(0) { $0 + $1.keptLocal })),
+            "requests": .object(per),
+        ]
     }
 }
 
@@ -25,6 +65,10 @@ struct DownloadState: ExclusiveRunState {
     var running = false
     var lastError: String?
     var lastDurationMs: Int?
+    /// The last successful download's figures.
+    var last: ODataDownloadStats?
+    /// Defining requests the upstream refused to track changes of (read without asking, until a restart).
+    var untracked: Set<String> = []
     var nextSyncAt: Date?
 }
 
@@ -35,8 +79,11 @@ struct DownloadState: ExclusiveRunState {
 /// or a revert.
 ///
 /// Promises: at most one download runs at a time, on a thread of its own; a download never overwrites
-/// local changes that wait in the queue (it fails and is retried after the upload); every upstream
-/// call reports to the reachability tracker. It may touch the mirror, read the queue's count and call
+/// local changes that wait in the queue (those entities keep their local version, a locally deleted one
+/// stays deleted, until the upload); a defining request read with `Prefer: odata.track-changes` keeps the
+/// upstream's delta link (`@odata.deltaLink`, V2 `__delta`) and is read by it next time (see
+/// ``ODataMirror/applyDelta(request:query:changed:removed:pending:deltaLink:)``), in full again when the
+/// link expired (`410`) or was refused; every upstream call reports to the reachability tracker. It may touch the mirror, read the queue's count and call
 /// the upstream with the blocking client; it knows nothing of routing or uploads.
 final class ODataDownloader: ODataServicePart {
     let context: ODataServiceContext
@@ -72,6 +119,7 @@ final class ODataDownloader: ODataServicePart {
                 case .success(let st):
                     s.lastError = nil
                     s.lastDurationMs = st.durationMs
+                    s.last = st
                 case .failure(let e): s.lastError = e.description
                 }
             }
@@ -109,11 +157,6 @@ final class ODataDownloader: ODataServicePart {
 
     func runDownload() throws -> ODataDownloadStats {
         let s = settings
-        let queued = queue.count
-        if queued > 0, mirror.lastDownloadAt != nil {
-            throw MirrorError(
-                "\(queued) local changes wait for upload; the mirror is downloaded after the upload")
-        }
         var metadataError: MirrorError?
         do {
             let r = try upstreamGET(s.upstream + "$metadata", accept: "application/xml")
@@ -136,18 +179,14 @@ final class ODataDownloader: ODataServicePart {
             }
             throw metadataError
         }
-        var total: [String: Int] = [:]
+        var stats = ODataDownloadStats(entitySets: [:], durationMs: 0)
         for request in mirrorSettings.definingRequests {
-            let (rows, links, paging) = try fetchDefiningRequest(request)
-            let stored = try mirror.replace(
-                request: request.name, query: request.query, rows: rows, links: links,
-                queuedChanges: ODataRequestQueue.hasQueued)
-            for (k, v) in stored { total[k, default: 0] += v }
-            // The page size the upstream used for the set: offline answers page the same way.
-            try mirror.setUpstreamPageSize(paging.set, paging.pageSize)
+            let read = try download(request)
+            stats.requests[request.name] = read.read
+            for (k, v) in read.stored { stats.entitySets[k, default: 0] += v }
         }
         if !mirrorSettings.definingRequests.isEmpty { try mirror.dropBootstrap() }
-        return ODataDownloadStats(entitySets: total, durationMs: 0)
+        return stats
     }
 
     /// Loads `bootstrap.data` files (each a V4 `{"value":[…]}`, a V2 `{"d":{"results":[…]}}` or a bare array).
@@ -175,39 +214,30 @@ final class ODataDownloader: ODataServicePart {
         return ODataDownloadStats(entitySets: total, durationMs: 0)
     }
 
-    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest) throws -> (
-        [String: [MirrorEntity]], [MirrorLinkRecord], (set: String, pageSize: Int?)
+    /// Every page of defining request `request` (with `Prefer: odata.track-changes` when `track`): its rows,
+    /// links, the delta link of its last page, and the page size the upstream used for the set.
+    func fetchDefiningRequest(_ request: ODataMirrorSettings.DefiningRequest, track: Bool = false) throws -> (
+        rows: [String: [MirrorEntity]], links: [MirrorLinkRecord], deltaLink: String?,
+        paging: (set: String, pageSize: Int?)
     ) {
         guard let m = mirror.model else { throw MirrorError("no $metadata") }
         let s = settings
-        var pathPart = Substring(request.query)
-        if let qi = pathPart.firstIndex(of: "?") { pathPart = pathPart[..<qi] }
-        let path: ODataResourcePath
-        do { path = try ODataResourcePath.parse(String(pathPart), model: m.model) } catch {
-            throw MirrorError("defining request \(request.name): \(error)")
-        }
-        let type: String
-        let set: String
-        switch path.target {
-        case .entityCollection(let t, let st), .entity(let t, let st):
-            type = t
-            guard let name = st ?? m.layouts.values.first(where: { $0.entityType == t })?.set.name else {
-                throw MirrorError("defining request \(request.name): no entity set for \(t)")
-            }
-            set = name
-        default: throw MirrorError("defining request \(request.name) does not read entities")
-        }
+        let (set, type) = try definingTarget(request, model: m)
         var rows: [String: [MirrorEntity]] = [set: []]
         var links: [MirrorLinkRecord] = []
         var url: String? = s.upstream + Self.encodeQuery(request.query)
         var pages = 0
+        var deltaLink: String?
         var pageSize: Int?
         while let current = url {
             pages += 1
             guard pages <= 100_000 else {
                 throw MirrorError("defining request \(request.name): too many pages")
             }
-            let r = try upstreamGET(current)
+            let r = try upstreamGET(current, extraHeaders: track ? [Self.trackChanges] : [])
+            if track, pages == 1, (400..<500).contains(r.status), ![401, 403, 408, 429].contains(r.status) {
+                throw TrackingRefused(status: r.status)
+            }
             guard r.status == 200 else {
                 throw MirrorError(
                     "defining request \(request.name) answered \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))"
@@ -223,14 +253,16 @@ final class ODataDownloader: ODataServicePart {
                     Self.ingest(members, set: set, type: type, model: m, into: &rows, links: &links)
                 }
             }
+            if track, let link = Self.deltaLink(in: body) { deltaLink = link }
             if pages == 1, let next, !next.isEmpty, !items.isEmpty { pageSize = items.count }
-            if let next, !next.isEmpty {
-                url = next.hasPrefix("http://") || next.hasPrefix("https://") ? next : s.upstream + next
-            } else {
-                url = nil
-            }
+            url = next.flatMap { $0.isEmpty ? nil : absolute($0) }
         }
-        return (rows, links, (set, pageSize))
+        return (rows, links, deltaLink, (set, pageSize))
+    }
+
+    /// A link the upstream gave, absolute (relative ones are taken from the service root).
+    func absolute(_ link: String) -> String {
+        link.hasPrefix("http://") || link.hasPrefix("https://") ? link : settings.upstream + link
     }
 
     /// Percent-encodes spaces and other characters not allowed in a URL, leaving `%XX` escapes as they are.
@@ -268,8 +300,8 @@ enum FetchedEntity {
 
 /// The download scheduler: a download at start when the mirror was never downloaded (an upload when
 /// changes were queued before a restart), then every `interval` (an upload first while changes wait),
-/// and an upload whenever the upstream becomes reachable again (the upload downloads when it leaves the
-/// queue empty).
+/// and an upload whenever the upstream becomes reachable again (the upload downloads after a complete
+/// run, also when held requests remain).
 final class ODataDownloadScheduler: ODataServicePart {
     let downloader: ODataDownloader
     let uploader: ODataUploader

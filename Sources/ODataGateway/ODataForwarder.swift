@@ -7,8 +7,9 @@ import Upstream
 /// Forwards requests under an OData service's mount to its upstream through the two-way URL map:
 /// paths and gateway URLs in request bodies go to the upstream; absolute upstream URLs in response
 /// headers and bodies come back as gateway URLs. An unreachable upstream gets 502 (refused) or 504
-/// (timeout) with an OData error body. Owned by the service's ``ODataRouter``; knows nothing of the
-/// mirror.
+/// (timeout) with an OData error body. The offline store's request options (`OfflineOData.*` headers,
+/// also inside a `$batch`) are never forwarded. Owned by the service's ``ODataRouter``; knows nothing of
+/// the mirror.
 public final class ODataForwarder: Sendable {
     /// The service's settings.
     public let settings: ODataServiceSettings
@@ -47,9 +48,15 @@ public final class ODataForwarder: Sendable {
         let timeout = timeout ?? settings.timeout
         let map = settings.urlMap(for: request)
         var headers = HopByHop.requestHeaders(request.headers, dropping: ["accept-encoding"])
+        // The offline store's per-request options (`OfflineOData.*`) are the gateway's, never the upstream's.
+        headers.removeAll { ODataRequestOptions.isOptionHeader($0.name) }
         headers.append((name: "Accept-Encoding", value: "identity"))
         headers += settings.customFields
         var body = request.body
+        if !body.isEmpty, ODataRouter.isBatch(request) {
+            body = ODataRequestOptions.strippingOptionHeaders(
+                body, contentType: request.headers["Content-Type"] ?? "")
+        }
         if !body.isEmpty { body = map.toUpstream.apply(body) }
         let upstream = UpstreamRequest(
             method: request.method, url: settings.upstreamURL(for: request.target), headers: headers,

@@ -41,6 +41,11 @@ struct ODataRouter: ODataServicePart {
             responder = CSRFTokenResponder(inner: responder, token: csrf.gatewayToken)
         }
         if let resolved = resolvingUploadedLocalKey(request) { request = resolved }
+        if mirrorSettings.uploadCredentials == .client, queue.credentials.any {
+            let credentials = WriterCredentials(
+                authorization: request.headers["Authorization"], cookie: request.headers["Cookie"])
+            pool.submit { [self] in offerNewerCredentials(credentials) }
+        }
         let (path, _) = mount.relative(request)
         if archive.isArchivePath(path) {
             let root = mount.gatewayRoot(for: request)
@@ -195,6 +200,17 @@ struct ODataRouter: ODataServicePart {
         OriginResponder(inner: responder, origin: "local").respond(writer.response(to: request))
         // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
         if !localFirst, isReachable, queue.count > 0 { uploader.upload(completion: nil) }
+    }
+
+    /// Blocking (on the pool): a request's credentials, offered to the writer's requests that wait for
+    /// credentials the upstream accepts (``ODataCredentialHolds``); new ones are tried by an upload now.
+    func offerNewerCredentials(_ credentials: WriterCredentials) {
+        let writer = ODataWriterIdentity.of(credentials)
+        guard queue.credentials.isHeld(writer) else { return }
+        let offered = (try? queue.credentials.offerCredentials(credentials, writer: writer)) ?? false
+        if isReachable, offered || !queue.credentials.retryableHolds().isEmpty {
+            uploader.upload(completion: nil)
+        }
     }
 
     /// Blocking (on the pool): forwards a write with the upstream's CSRF token within one budget (the

@@ -234,6 +234,15 @@ public struct ODataMirrorSettings: Sendable {
     /// `enableIndividualErrorArchiveDeletion`: deleting an ErrorArchive entry reverts only it and the
     /// requests depending on it (else every entry and every held request).
     public var enableIndividualErrorArchiveDeletion = false
+    /// `enableRequestQueueOptimization`: before an upload, requests of one entity are combined (SAP's
+    /// request-queue optimisation; see ``ODataQueuePlanner``).
+    public var enableRequestQueueOptimization = false
+    /// `enableUndoLocalCreation`: before an upload, the delete of an entity created locally and not yet
+    /// uploaded removes its requests (unless an entity of the upstream would change).
+    public var enableUndoLocalCreation = false
+    /// `enableTransactionBuilder`: before an upload, requests with the same `OfflineOData.TransactionID`
+    /// are grouped into changesets.
+    public var enableTransactionBuilder = false
 
     /// Creates settings.
     public init(

@@ -100,10 +100,26 @@ struct ODataOfflineWriter: ODataServicePart {
     /// ``ODataServiceError`` when the write cannot be applied (nothing of it stays: the caller's
     /// transaction rolls back).
     func apply(_ w: MirrorWriter, _ input: LocalWriteInput) throws -> (QueuedRequest, LocalWriteOutcome) {
+        let options = try ODataRequestOptions(headers: input.headers)
         var (queued, outcome) = try applyWrite(w, input)
+        queued.transactionID = options.transactionID
+        queued.nonMergeable = options.nonMergeable
+        queued.removeAfterUpload = options.removeAfterUpload
         // The writer's credentials are kept (0600, never logged) only when they are replayed on upload.
         let keepCredentials = mirrorSettings.uploadCredentials == .client
-        if !keepCredentials { queued.authorization = nil }
+        if keepCredentials {
+            let credentials = WriterCredentials(
+                authorization: input.headers["Authorization"], cookie: input.headers["Cookie"])
+            let writer = ODataWriterIdentity.of(credentials)
+            queued.writer = writer
+            if queue.credentials.isHeld(writer) {
+                // Behind the writer's requests that wait for credentials; its own may be the newer ones.
+                queued.waitingFor = writer
+                try queue.credentials.offerCredentials(credentials, writer: writer, in: w.db)
+            }
+        } else {
+            queued.authorization = nil
+        }
         try queue.recordExtras(
             input.headers, requestID: queued.requestID, keepCookie: keepCredentials, in: w.db)
         return (queued, outcome)

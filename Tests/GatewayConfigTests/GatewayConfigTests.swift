@@ -671,8 +671,6 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(
             found.map(\.keyPath) == [
                 "policies.default.window", "policies.default.maxRunDuration",
-                "odata.services.s.enableRequestQueueOptimization", "odata.services.s.enableUndoLocalCreation",
-                "odata.services.s.enableTransactionBuilder",
             ])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
         #expect(found[0].line == 3)
@@ -689,6 +687,20 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(c.odata.services["s"]?.enableIndividualErrorArchiveDeletion == true)
         #expect(c.odata.services["s"]?.uploadIfMatch == UploadIfMatch.omit)
         #expect(c.odata.services["s"]?.uploadCredentials == UploadCredentials.service)
+    }
+
+    /// Issue 16: the request-queue options are accepted with their documented defaults (false).
+    @Test func requestQueueOptionsAreSupported() throws {
+        let defaults = try parse("odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n")
+        let d = try #require(defaults.odata.services["s"])
+        #expect(
+            !d.enableRequestQueueOptimization && !d.enableUndoLocalCreation && !d.enableTransactionBuilder)
+        let c = try parse(
+            "odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n"
+                + "      enableRequestQueueOptimization: true\n      enableUndoLocalCreation: true\n"
+                + "      enableTransactionBuilder: true\n")
+        let s = try #require(c.odata.services["s"])
+        #expect(s.enableRequestQueueOptimization && s.enableUndoLocalCreation && s.enableTransactionBuilder)
     }
 
     @Test func liftingAnEntryAcceptsTheKey() throws {
