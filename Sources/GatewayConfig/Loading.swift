@@ -8,11 +8,7 @@ extension MirrorgateConfiguration {
     /// The shortest `storeEncryptionKey` accepted.
     public static let minimumSecretLength = 8
 
-    public static let unsupportedKeys: [String: String] = [
-        "odata.services.*.enableRequestQueueOptimization": "request queue optimization is not implemented",
-        "odata.services.*.enableUndoLocalCreation": "undoing a local creation is not implemented",
-        "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
-    ]
+    public static let unsupportedKeys: [String: String] = [:]
 
     /// Reads and validates the YAML file at `path`; relative files inside resolve against its directory.
     /// `fileChecks` look at the files the configuration names (see `FileChecks`).

@@ -44,6 +44,9 @@ enum ODataAssembly {
         mirror.uploadIfMatch = s.uploadIfMatch
         mirror.uploadCredentials = s.uploadCredentials
         mirror.enableIndividualErrorArchiveDeletion = s.enableIndividualErrorArchiveDeletion
+        mirror.enableRequestQueueOptimization = s.enableRequestQueueOptimization
+        mirror.enableUndoLocalCreation = s.enableUndoLocalCreation
+        mirror.enableTransactionBuilder = s.enableTransactionBuilder
         let service: ODataService
         do {
             service = try ODataService(

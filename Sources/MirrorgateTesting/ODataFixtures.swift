@@ -29,6 +29,11 @@ public enum ODataFixtures {
     /// V4: `Products` (`ID` Int32 key, `Name`, `Price` Decimal) and `Notes` (`Code` String key, `Text`).
     public static var productsNotesV4: String { document("productsNotesV4") }
 
+    /// V4, the examples of SAP's offline store (seed `002_…`): `Customers` (String key) whose `Orders` (Int32
+    /// key, `CustomerID` foreign key) are deleted with them (`OnDelete Cascade`), `Products` (Int32 key), and
+    /// `Motherboards` whose `CPUs` (`MotherboardID` foreign key) are deleted with them (`OnDelete Cascade`).
+    public static var offlineStoreV4: String { document("offlineStoreV4") }
+
     /// V4 `Shop.Model` (ODataCore's issue-15 model): inheritance (`People` of `Person`, `Employee`,
     /// `Customer`; abstract `Document`), singleton `Company`, containment `Orders/Lines`, enums (flags),
     /// complex and collection properties, every primitive type.

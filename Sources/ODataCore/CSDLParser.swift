@@ -191,7 +191,8 @@ public enum CSDLParser {
                             nullable: (c["Nullable"] ?? "true") != "false", partner: c["Partner"],
                             containsTarget: c["ContainsTarget"] == "true",
                             referentialConstraints: constraints,
-                            annotations: extraAttributes(child)))
+                            annotations: extraAttributes(child),
+                            onDelete: child.children.first { $0.local == "OnDelete" }?.attributes["Action"]))
                 }
             default:
                 continue
@@ -236,7 +237,8 @@ public enum CSDLParser {
                 result.ends.append(
                     EdmAssociationEnd(
                         role: child.attributes["Role"] ?? "", type: child.attributes["Type"] ?? "",
-                        multiplicity: child.attributes["Multiplicity"] ?? "1"))
+                        multiplicity: child.attributes["Multiplicity"] ?? "1",
+                        onDelete: child.children.first { $0.local == "OnDelete" }?.attributes["Action"]))
             } else if child.local == "ReferentialConstraint" {
                 readConstraint(child)
             }
@@ -478,6 +480,9 @@ extension EdmModel {
                 else { continue }
                 type.navigationProperties[i].target = toEnd.type
                 type.navigationProperties[i].isCollection = toEnd.multiplicity == "*"
+                if let fromRole = nav.fromRole {
+                    type.navigationProperties[i].onDelete = association.end(role: fromRole)?.onDelete
+                }
                 type.navigationProperties[i].nullable = toEnd.multiplicity != "1"
                 if let principal = association.principalRole, let dependent = association.dependentRole,
                     association.principalProperties.count == association.dependentProperties.count

@@ -173,6 +173,9 @@ public struct EdmReferentialConstraint: Sendable, Hashable {
 /// to-many from to-one in both versions; `referentialConstraints` is oriented as described in
 /// ``EdmReferentialConstraint`` and, when only the partner (V4) or the association's other side (V2)
 /// declares the constraint, it is derived from there. V2-only fields keep the Association wiring.
+/// `onDelete` is the action (`Cascade`, `SetNull`, `SetDefault`, `None`) the service takes on the related
+/// entities when the entity this property is defined on is deleted: V4's `<OnDelete>` child, V2's
+/// `<OnDelete>` on the Association end this property starts from.
 public struct EdmNavigationProperty: Sendable, Hashable {
     public var name: String
     public var target: String
@@ -185,12 +188,16 @@ public struct EdmNavigationProperty: Sendable, Hashable {
     public var fromRole: String?
     public var toRole: String?
     public var annotations: [String: String]
+    public var onDelete: String?
+
+    /// Whether deleting the entity this property is defined on deletes the related entities too.
+    public var cascadesOnDelete: Bool { onDelete?.lowercased() == "cascade" }
 
     public init(
         name: String, target: String, isCollection: Bool, nullable: Bool = true, partner: String? = nil,
         containsTarget: Bool = false, referentialConstraints: [EdmReferentialConstraint] = [],
         relationship: String? = nil, fromRole: String? = nil, toRole: String? = nil,
-        annotations: [String: String] = [:]
+        annotations: [String: String] = [:], onDelete: String? = nil
     ) {
         self.name = name
         self.target = target
@@ -203,6 +210,7 @@ public struct EdmNavigationProperty: Sendable, Hashable {
         self.fromRole = fromRole
         self.toRole = toRole
         self.annotations = annotations
+        self.onDelete = onDelete
     }
 }
 
@@ -325,6 +333,9 @@ public struct EdmAssociationEnd: Sendable, Hashable {
     public var type: String
     /// `1`, `0..1` or `*`.
     public var multiplicity: String
+    /// `<OnDelete Action="…"/>` of this end: what happens to the other end's entities when one of this
+    /// end's is deleted.
+    public var onDelete: String? = nil
 }
 
 /// A V2 Association with its optional referential constraint.

@@ -54,6 +54,11 @@ public enum ODataArchiveSets {
                 Property(name: "CustomTag", type: "Edm.String", nullable: true),
                 Property(name: "Held", type: "Edm.Boolean", nullable: false),
                 Property(name: "HeldBy", type: "Edm.String", nullable: true),
+                Property(name: "TransactionID", type: "Edm.String", nullable: true),
+                Property(name: "NonMergeable", type: "Edm.Boolean", nullable: false),
+                Property(name: "RemoveAfterUpload", type: "Edm.Boolean", nullable: false),
+                Property(name: "WaitingFor", type: "Edm.String", nullable: true),
+                Property(name: "WaitingStatus", type: "Edm.Int32", nullable: true),
             ]
         ),
         (

@@ -93,6 +93,10 @@ enum ODataBatchCodec {
         guard let b = boundary(contentType) else {
             throw .malformed("multipart batch without a boundary")
         }
+        // Bytes that are not UTF-8 are refused, never replaced (the parts are read as text).
+        guard String(validating: body, as: UTF8.self) != nil else {
+            throw .malformed("the body is not valid UTF-8")
+        }
         var items: [BatchItem] = []
         for part in parts(body, boundary: b) {
             let (head, inner) = splitPart(part)

@@ -39,10 +39,29 @@ public final class ODataCSRF: Sendable {
     }
 
     /// Blocking (call on a worker): `request` with the upstream's CSRF token and session cookies added,
-    /// fetching them first when this set of credentials has none yet.
+    /// fetching them first when this set of credentials has none yet (within `settings.timeout`); when
+    /// the fetch gets no answer the request goes without them.
     func prepare(_ request: HTTPRequest, settings: ODataServiceSettings, client: UpstreamClient)
         -> HTTPRequest
     {
+        if let prepared = try? prepare(request, settings: settings, client: client, within: settings.timeout)
+        {
+            return prepared
+        }
+        var bare = request
+        bare.headers.remove("X-CSRF-Token")
+        return bare
+    }
+
+    /// Blocking (call on a worker): `request` with the upstream's CSRF token and session cookies added,
+    /// fetching them first, within `budget`, when this set of credentials has none yet. Throws the fetch's
+    /// error when it got no HTTP answer (refused, timed out, connection lost): the caller then must not
+    /// send the request as if it had a session. A fetch answered with any status counts as done (an
+    /// upstream without CSRF protection answers without a token).
+    func prepare(
+        _ request: HTTPRequest, settings: ODataServiceSettings, client: UpstreamClient,
+        within budget: Duration
+    ) throws(UpstreamError) -> HTTPRequest {
         let key = Self.key(request)
         var session = upstreamTokens.withLock { $0[key] }
         if session == nil {
@@ -57,21 +76,20 @@ public final class ODataCSRF: Sendable {
             }
             var url = settings.upstream
             if let suffix = settings.urlSuffix, !suffix.isEmpty { url += "?" + suffix }
-            if let r = try? client.perform(
+            let r = try client.perform(
                 UpstreamRequest(
-                    method: "GET", url: url, headers: headers, connectTimeout: settings.connectTimeout,
-                    timeout: settings.timeout))
-            {
-                let token = r.header("x-csrf-token").flatMap { $0.lowercased() == "required" ? nil : $0 }
-                let cookies = r.headers.filter { $0.name.lowercased() == "set-cookie" }.compactMap {
-                    $0.value.split(separator: ";").first.map {
-                        String($0).trimmingCharacters(in: .whitespaces)
-                    }
+                    method: "GET", url: url, headers: headers,
+                    connectTimeout: min(settings.connectTimeout, budget), timeout: budget))
+            let token = r.header("x-csrf-token").flatMap { $0.lowercased() == "required" ? nil : $0 }
+            let cookies = r.headers.filter { $0.name.lowercased() == "set-cookie" }.compactMap {
+                $0.value.split(separator: ";").first.map {
+                    String($0).trimmingCharacters(in: .whitespaces)
                 }
-                let fetched = UpstreamSession(token: token, cookies: cookies)
-                upstreamTokens.withLock { $0[key] = fetched }
-                session = fetched
             }
+            let fetched = UpstreamSession(token: token, cookies: cookies)
+            // A failing upstream's answer is no session to keep: the next write asks again.
+            if r.status < 500 { upstreamTokens.withLock { $0[key] = fetched } }
+            session = fetched
         }
         var prepared = request
         prepared.headers.remove("X-CSRF-Token")

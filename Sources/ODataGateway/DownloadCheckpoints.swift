@@ -4,7 +4,8 @@ import Storage
 /// Where a download stands, in the mirror file: the pages fetched so far (raw bodies, in order) and
 /// the next page to fetch, so that a download stopped at its run's budget — or killed — resumes from its
 /// last defining request and page. The staged pages become rows only when every defining request is
-/// fetched: the mirror keeps answering with the previous download until then.
+/// fetched: the mirror keeps answering with the previous download until then (a request read by its delta
+/// link is not staged: its changes are stored at once, and the position moves past it).
 ///
 /// Tables `_mg_download` (one row) and `_mg_download_page`, migrations in `_mg_migrations_download`.
 final class DownloadCheckpoints: Sendable {
@@ -82,6 +83,20 @@ final class DownloadCheckpoints: Sendable {
                         .integer(Int64(after.pages)),
                     ])
             }
+        }
+        return after
+    }
+
+    /// Moves past defining request `position.request` without staging a page (it was read by its delta
+    /// link and stored at once).
+    func skip(at position: Position) throws -> Position {
+        var after = position
+        after.request += 1
+        after.next = nil
+        try pool.write { db in
+            try db.run(
+                #"UPDATE "_mg_download" SET request = ?, next = NULL, pages = ? WHERE id = 1"#,
+                [.integer(Int64(after.request)), .integer(Int64(after.pages))])
         }
         return after
     }

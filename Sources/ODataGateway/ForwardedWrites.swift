@@ -22,8 +22,9 @@ extension ODataRouter {
     /// mirror hold what the upstream now holds for that entity, so that reads answered locally later (the
     /// upstream gone, or `localFirst`) see the write without waiting for the next download. A delete
     /// removes the row; a create, update or replace fetches the entity from the upstream (with the writer's
-    /// credentials) and stores it as the upstream serves it (its ETag included). Best effort: when the
-    /// entity cannot be fetched the next download brings the mirror up to date.
+    /// credentials) and stores it as the upstream serves it (its ETag included) — or, with
+    /// `OfflineOData.RemoveAfterUpload: true`, removes it. Best effort: when the entity cannot be fetched
+    /// the next download brings the mirror up to date.
     func reflectForwardedWrite(_ request: HTTPRequest, location: String?) {
         guard let m = mirror.model else { return }
         let method = request.odataMethod
@@ -50,7 +51,15 @@ extension ODataRouter {
         }
         guard let layout = m.layouts[set] else { return }
         do {
-            if method == "DELETE" {
+            // `OfflineOData.RemoveAfterUpload: true`: the entity is not kept in the mirror (nor a stale copy).
+            let removed = (try? ODataRequestOptions(headers: request.headers))?.removeAfterUpload ?? false
+            if method == "DELETE" || removed {
+                if removed, method == "POST" {
+                    if let (layout, key) = ODataKeyText.locate(entityPath, model: m) {
+                        try mirror.write { w in try w.delete(layout, key: key) }
+                    }
+                    return
+                }
                 guard case .key(let key) = parsed.segments[1] else { return }
                 try mirror.write { w in try w.delete(layout, key: key) }
                 return

@@ -65,6 +65,16 @@ enum ODataKeyText {
     /// Whether a key predicate's text was minted by the gateway (`-1`, `'local-…'`).
     static func isLocal(_ inner: String) -> Bool { inner.hasPrefix("-") || inner.hasPrefix("'local-") }
 
+    /// The mirror layout and parsed key of `Set(key)`, when the set is mirrored and the key parses.
+    static func locate(_ entity: String, model m: MirrorModel) -> (layout: MirrorSetLayout, key: ODataKey)? {
+        guard let open = entity.firstIndex(of: "("), let text = inner(entity[open...]),
+            let layout = m.layouts[String(entity[..<open])],
+            let key = try? ODataKey.parse(
+                text.removingPercentEncoding ?? text, entityType: layout.entityType, model: m.model)
+        else { return nil }
+        return (layout, key)
+    }
+
     /// A comparable form of `Set(key)`: key values typed by the model (so `(2)`, `(ProductID=2)` and
     /// `(%32)` compare equal); the text itself when it does not parse.
     static func canonical(_ entity: String, model: MirrorModel?) -> String {

@@ -50,7 +50,14 @@ public final class ODataMirror: Sendable {
                     CREATE TABLE IF NOT EXISTS "_mg_scope" (request TEXT NOT NULL, entitySet TEXT NOT NULL,
                       query TEXT NOT NULL, rows INTEGER NOT NULL, downloadedAt TEXT NOT NULL,
                       PRIMARY KEY (request, entitySet));
-                    """)
+                    """),
+            // Issue 16 item 5: the delta link of each defining request (for the query it was read with).
+            Migration(
+                "2-delta-links",
+                sql: """
+                    CREATE TABLE IF NOT EXISTS "_mg_delta" (request TEXT PRIMARY KEY, query TEXT NOT NULL,
+                      link TEXT NOT NULL);
+                    """),
         ])
 
     /// The loaded model, if `$metadata` was ever stored.
@@ -117,6 +124,7 @@ public final class ODataMirror: Sendable {
                 try Self.dropLinkTables(db, new)
                 try Self.createLinkTables(db, new)
                 try db.execute(#"DELETE FROM "_mg_scope""#)
+                try db.execute(#"DELETE FROM "_mg_delta""#)
                 try db.run(#"DELETE FROM "_mg_meta" WHERE key='lastDownloadAt'"#)
                 for layout in new.layouts.values.sorted(by: { $0.set.name < $1.set.name }) {
                     try db.execute("DROP TABLE IF EXISTS \(q(layout.set.name))")
@@ -132,7 +140,7 @@ public final class ODataMirror: Sendable {
         return new
     }
 
-    /// The rows and links one defining request brought, for ``replace(_:queuedChanges:)``.
+    /// The rows and links one defining request brought, for ``replaceCounting(_:pending:)``.
     public struct Replacement: Sendable {
         /// The defining request's name (the rows' scope).
         public var request: String
@@ -142,11 +150,15 @@ public final class ODataMirror: Sendable {
         public var rows: [String: [MirrorEntity]]
         /// What `$expand` showed for navigation without referential constraints.
         public var links: [MirrorLinkRecord]
+        /// The delta link of the read (stored with the rows; none when nil).
+        public var deltaLink: String?
 
         /// Creates a replacement.
         public init(
-            request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = []
+            request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
+            deltaLink: String? = nil
         ) {
+            self.deltaLink = deltaLink
             self.request = request
             self.query = query
             self.rows = rows
@@ -243,91 +255,98 @@ public final class ODataMirror: Sendable {
     }
 
     /// Replaces, in one transaction, the rows that defining request `request` (query `query`) brought:
-    /// `rows` maps entity set names to their entities. Returns rows stored per set. With `queuedChanges`
-    /// (the request queue's check, run inside the same transaction so that no local write slips in
-    /// between), throws instead when it finds local changes that the downloaded rows would overwrite; rows
-    /// written locally then give way to the server's. `links` (what `$expand` showed for navigation
-    /// without referential constraints) replace the request's links in the same transaction.
+    /// `rows` maps entity set names to their entities. Returns rows stored per set. With `pending` (the
+    /// request queue's view, evaluated inside the same transaction so that no local write slips in
+    /// between), entities with local changes still queued keep their local version (a locally deleted one
+    /// stays deleted) and rows written through the gateway stay while anything is queued; once nothing is
+    /// queued they give way to the server's. `links` (what `$expand` showed for navigation without
+    /// referential constraints) replace the request's links in the same transaction, and `deltaLink`
+    /// becomes the request's delta link (none when nil). Throws ``MirrorDownloadRaced`` (nothing stored)
+    /// when requests left the queue while the download ran.
     @discardableResult
     public func replace(
         request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
-        queuedChanges: ((Database) throws -> Bool)? = nil
+        pending: ((Database) throws -> MirrorPendingChanges)? = nil, deltaLink: String? = nil
     ) throws -> [String: Int] {
-        try replace(
-            [Replacement(request: request, query: query, rows: rows, links: links)],
-            queuedChanges: queuedChanges)
+        try replaceCounting(
+            request: request, query: query, rows: rows, links: links, pending: pending, deltaLink: deltaLink
+        ).stored
     }
 
-    /// Replaces the rows of several defining requests in one transaction (a whole download: readers see
-    /// the previous download or this one, never a mix); as ``replace(request:query:rows:links:queuedChanges:)``
-    /// otherwise. Returns rows stored per set over all of them.
-    @discardableResult
-    public func replace(
-        _ replacements: [Replacement], queuedChanges: ((Database) throws -> Bool)? = nil
-    ) throws -> [String: Int] {
+    /// ``replace(request:query:rows:links:pending:deltaLink:)`` with what it did.
+    func replaceCounting(
+        request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
+        pending: ((Database) throws -> MirrorPendingChanges)? = nil, deltaLink: String? = nil
+    ) throws -> MirrorDownloadOutcome {
+        try replaceCounting(
+            [Replacement(request: request, query: query, rows: rows, links: links, deltaLink: deltaLink)],
+            pending: pending)[0]
+    }
+
+    /// Replaces the rows of several defining requests in one transaction (a whole staged download: readers
+    /// see the previous download or this one, never a mix); each as
+    /// ``replace(request:query:rows:links:pending:deltaLink:)``, its delta link stored with its rows. Returns
+    /// what it did per replacement, in order.
+    func replaceCounting(
+        _ replacements: [Replacement], pending: ((Database) throws -> MirrorPendingChanges)? = nil
+    ) throws -> [MirrorDownloadOutcome] {
         guard let m = model else { throw MirrorError("no $metadata") }
         let now = iso8601Now()
-        var stored: [String: Int] = [:]
+        var outcomes: [MirrorDownloadOutcome] = []
         try pool.write { db in
             try db.transaction {
-                if let queuedChanges, try queuedChanges(db) {
-                    throw MirrorError(
-                        "local changes were queued during the download; it is retried after the upload")
-                }
+                let p = try pending?(db) ?? .none
+                if !p.settled.isEmpty { throw MirrorDownloadRaced() }
+                outcomes = []
                 for r in replacements {
-                    let counts = try Self.replaceRows(
-                        db, m, r, dropLocal: queuedChanges != nil, now: now)
-                    for (k, v) in counts { stored[k, default: 0] += v }
+                    let (request, query, rows, links, deltaLink) = (
+                        r.request, r.query, r.rows, r.links, r.deltaLink
+                    )
+                    var outcome = MirrorDownloadOutcome()
+                    let sets = Set(
+                        try db.query(
+                            #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
+                        )
+                        .compactMap { $0[0].string }
+                    ).union(rows.keys)
+                    // Entities with queued changes keep their rows as they are (marked while the request's rows
+                    // are replaced).
+                    if !p.entities.isEmpty { try Self.markProtected(db, m, p.entities, sets: sets) }
+                    for set in sets where m.layouts[set] != nil {
+                        try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+                        // Nothing is queued: rows written locally have all been uploaded and the set is downloaded
+                        // now, so local rows (e.g. nested entities of a deep insert whose server keys were never
+                        // learned) give way to the server's.
+                        if pending != nil, !p.queued {
+                            try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'")
+                        }
+                    }
+                    try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                    try Self.replaceLinks(db, m, request: request, links: links)
+                    for (set, entities) in rows.sorted(by: { $0.key < $1.key }) where m.layouts[set] != nil {
+                        try Self.storeDownloaded(
+                            db, m, request: request, set: set, entities, p, &outcome)
+                        let n = outcome.stored[set] ?? 0
+                        try db.run(
+                            #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                            [
+                                .text(request), .text(set), .text(query), .integer(Int64(n)),
+                                .text(now),
+                            ])
+                    }
+                    if !p.entities.isEmpty { try Self.unmarkProtected(db, m, sets: sets) }
+                    outcome.deltaLinkKept = deltaLink != nil
+                    try Self.finishDownload(
+                        db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil,
+                        at: now
+                    )
+                    outcomes.append(outcome)
                 }
-                try db.run(
-                    #"INSERT OR REPLACE INTO "_mg_meta" (key, value) VALUES ('lastDownloadAt', ?)"#,
-                    [.text(now)])
             }
             // Statistics for the query planner (which index serves a filter best).
             try db.execute("ANALYZE")
         }
-        return stored
-    }
-
-    /// One defining request's replacement inside the caller's transaction.
-    private static func replaceRows(
-        _ db: Database, _ m: MirrorModel, _ r: Replacement, dropLocal: Bool, now: String
-    ) throws -> [String: Int] {
-        var stored: [String: Int] = [:]
-        let request = r.request
-        let sets = try db.query(
-            #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
-        )
-        .compactMap { $0[0].string }
-        for set in Set(sets).union(r.rows.keys) where m.layouts[set] != nil {
-            try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
-            // Nothing is queued (checked by the caller): rows written locally have all been uploaded and
-            // the set is downloaded now, so local rows (e.g. nested entities of a deep insert whose
-            // server keys were never learned) give way to the server's.
-            if dropLocal { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
-        }
-        try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
-        try replaceLinks(db, m, request: request, links: r.links)
-        for (set, entities) in r.rows.sorted(by: { $0.key < $1.key }) {
-            guard let layout = m.layouts[set] else { continue }
-            let statement = try db.prepare(MirrorWriter.storeSQL(layout, replacing: true))
-            for e in entities {
-                try statement.bind(
-                    MirrorWriter.rowValues(
-                        m, layout, e.properties, etag: e.etag, scope: request, type: e.type,
-                        parent: e.parent))
-                _ = try statement.step()
-                statement.reset()
-            }
-            stored[set] = entities.count
-            try db.run(
-                #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
-                [
-                    .text(request), .text(set), .text(r.query), .integer(Int64(entities.count)),
-                    .text(now),
-                ])
-        }
-        return stored
+        return outcomes
     }
 
     /// Removes the rows loaded from bootstrap files (once the defining requests have been downloaded).

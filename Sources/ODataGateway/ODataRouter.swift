@@ -41,6 +41,11 @@ struct ODataRouter: ODataServicePart {
             responder = CSRFTokenResponder(inner: responder, token: csrf.gatewayToken)
         }
         if let resolved = resolvingUploadedLocalKey(request) { request = resolved }
+        if mirrorSettings.uploadCredentials == .client, queue.credentials.any {
+            let credentials = WriterCredentials(
+                authorization: request.headers["Authorization"], cookie: request.headers["Cookie"])
+            pool.submit { [self] in offerNewerCredentials(credentials) }
+        }
         let (path, _) = mount.relative(request)
         if archive.isArchivePath(path) {
             let root = mount.gatewayRoot(for: request)
@@ -100,10 +105,21 @@ struct ODataRouter: ODataServicePart {
             pool.submit { [self] in answerRead(request, responder, mayForward: true) }
             return
         }
-        remote(request, responder) { [self] _ in
+        // The upstream unreachable, failing (5xx) or rate limiting (429): the mirror answers instead.
+        let answerLocally: @Sendable () -> Bool = { [self] in
             pool.submit { [self] in answerRead(request, responder, mayForward: false) }
             return true
         }
+        // On 5xx/429 only a mirror that holds downloaded data answers; one with no defining requests or no
+        // finished download would answer empty sets, a silent difference: the upstream's error is relayed.
+        forwarder.forward(
+            request, OriginResponder(inner: responder, origin: "remote"), fallback: { _ in answerLocally() },
+            onServerError: { [self] _ in holdsDownloadedData && answerLocally() })
+    }
+
+    /// Whether the mirror holds data from a finished download of at least one defining request.
+    var holdsDownloadedData: Bool {
+        !mirrorSettings.definingRequests.isEmpty && mirror.lastDownloadAt != nil
     }
 
     /// Whether a read touches an entity set with queued changes (read-your-writes: answered from the mirror).
@@ -187,17 +203,62 @@ struct ODataRouter: ODataServicePart {
         if !localFirst, isReachable, queue.count > 0 { context.runs.request() }
     }
 
-    /// Blocking (on the pool): forwards a write with the upstream's CSRF token; a `$batch` that cannot
-    /// reach the upstream is answered locally (its changesets applied and queued) when it only reads or was
-    /// never sent.
-    func forwardWrite(_ request: HTTPRequest, _ responder: any Responder, retried: Bool) {
-        let prepared = csrf.prepare(request, settings: forwarder.settings, client: client)
-        var retry: (@Sendable () -> Void)?
-        if !retried {
-            retry = { [self] in pool.submit { [self] in forwardWrite(request, responder, retried: true) } }
+    /// Blocking (on the pool): a request's credentials, offered to the writer's requests that wait for
+    /// credentials the upstream accepts (``ODataCredentialHolds``); new ones are tried by an upload now.
+    func offerNewerCredentials(_ credentials: WriterCredentials) {
+        let writer = ODataWriterIdentity.of(credentials)
+        guard queue.credentials.isHeld(writer) else { return }
+        let offered = (try? queue.credentials.offerCredentials(credentials, writer: writer)) ?? false
+        if isReachable, offered || !queue.credentials.retryableHolds().isEmpty {
+            uploader.upload(completion: nil)
         }
+    }
+
+    /// Blocking (on the pool): forwards a write with the upstream's CSRF token within one budget (the
+    /// service's `timeout`, from the first attempt: the token fetch, the write and a write re-sent after
+    /// a `403 Required` share it); a `$batch` that cannot reach the upstream is answered locally (its
+    /// changesets applied and queued) when it only reads or was never sent.
+    ///
+    /// Promises: no write is sent once the budget is spent or when the token fetch got no answer (the
+    /// client gets `504`/`502`, or the write is queued offline when nothing listened); so a client that
+    /// got `504` never has its write committed later by a slow upstream.
+    func forwardWrite(
+        _ request: HTTPRequest, _ responder: any Responder, retried: Bool, deadline: UInt64? = nil
+    ) {
+        let deadline = deadline ?? forwarder.settings.timeout.fromNow
         let mirrored = mirror.model != nil
         let batch = Self.isBatch(request)
+        /// Answers for a write that was never sent: queued offline when nothing listens, else an error.
+        let unsent: @Sendable (UpstreamError?) -> Void = { [self] error in
+            if let error { reachability.reportFailure(error.description) }
+            if mirrored, let error, error.kind == .refused || error.kind == .dns {
+                if batch { answerBatch(request, responder) } else { answerWrite(request, responder) }
+                return
+            }
+            let timedOut = error == nil || error?.kind == .timeout
+            OriginResponder(inner: responder, origin: "remote").respond(
+                ODataServiceError.response(
+                    timedOut ? 504 : 502, code: timedOut ? "UpstreamTimeout" : "UpstreamUnavailable",
+                    "the write was not sent: "
+                        + (error.map { "the upstream's CSRF token could not be fetched: \($0)" }
+                            ?? "the request's time budget is spent"),
+                    version: forwarder.settings.version ?? .v4))
+        }
+        guard let budget = Self.remaining(until: deadline) else { return unsent(nil) }
+        let prepared: HTTPRequest
+        do {
+            prepared = try csrf.prepare(
+                request, settings: forwarder.settings, client: client, within: budget)
+        } catch {
+            return unsent(error)
+        }
+        guard let left = Self.remaining(until: deadline) else { return unsent(nil) }
+        var retry: (@Sendable () -> Void)?
+        if !retried {
+            retry = { [self] in
+                pool.submit { [self] in forwardWrite(request, responder, retried: true, deadline: deadline) }
+            }
+        }
         var relayed: any Responder = OriginResponder(inner: responder, origin: "remote")
         if mirrored, !batch {
             relayed = ReflectingResponder(inner: relayed) { [self] location in
@@ -224,6 +285,14 @@ struct ODataRouter: ODataServicePart {
                 return true
             }
         }
-        forwarder.forward(prepared, watcher, fallback: fallback)
+        forwarder.forward(prepared, watcher, fallback: fallback, timeout: left)
+    }
+
+    /// What is left of a budget ending at the monotonic instant `deadline`; nil when less than a
+    /// millisecond is (libcurl's timeouts are whole milliseconds, and 0 would mean none).
+    static func remaining(until deadline: UInt64) -> Duration? {
+        let now = monotonicNanos()
+        guard deadline > now, deadline - now >= 1_000_000 else { return nil }
+        return .nanoseconds(Int64(deadline - now))
     }
 }

@@ -101,6 +101,8 @@ public final class ODataService: Sendable {
             checkpoints: try DownloadCheckpoints(pool: mirror.pool), runs: runs, settings: settings,
             mirrorSettings: mirrorSettings, client: client, reachability: forwarder.reachability,
             csrf: ODataCSRF(), logger: logger)
+        // Requests wait for their writers' credentials only while those are what the upload sends.
+        if mirrorSettings.uploadCredentials == .service { try context.queue.credentials.dropAll() }
         let reader = ODataLocalReader(
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
@@ -197,8 +199,12 @@ public final class ODataService: Sendable {
         try archive.revert(requestID)
     }
 
-    /// `{reachable, pendingRequests, inFlight, inDoubt, errorArchive, lastUploadAt, lastDownloadAt,
-    /// nextSyncAt, lastError, downloading, version, entitySets}`.
+    /// `{reachable, pendingRequests, inFlight, inDoubt, held, waitingForCredentials, credentialHolds,
+    /// errorArchive, uploading, lastUploadAt, lastUpload, lastDownloadAt, lastDownload, nextSyncAt, lastError,
+    /// downloading, version, entitySets}`; `lastUpload` is the last run with something queued: its counts,
+    /// requests before and after the queue was prepared, and what the preparation did; `lastDownload` the
+    /// last successful download since the start: its kind (`full`, `delta`, `mixed`), entities changed and
+    /// removed, local versions kept, duration, and the same per defining request.
     public func status() -> JSON {
         let s = downloader.state.withLock { $0 }
         let replication = self.replication.status("odata:\(name)")
@@ -209,10 +215,31 @@ public final class ODataService: Sendable {
         o["inFlight"] = .int(u.running ? 1 : 0)
         o["inDoubt"] = .int(Int64(queue.inDoubtCount()))
         o["held"] = .int(Int64(queue.heldCount()))
+        o["waitingForCredentials"] = .int(Int64(queue.credentials.waitingCount()))
+        // Why requests wait: per writer whose credentials the upstream refused (no credentials shown).
+        o["credentialHolds"] = .array(
+            queue.credentials.all().map { h in
+                [
+                    "writer": .string(h.writer), "status": .int(Int64(h.status)), "since": .string(h.since),
+                    "newerCredentialsOffered": .bool(h.candidate != nil),
+                    "reason": .string(
+                        "the upstream answered \(h.status) to this writer's credentials at upload; its requests wait until a newer request brings credentials the upstream accepts"
+                    ),
+                ]
+            })
         o["errorArchive"] = .int(Int64(queue.archivedCount()))
         o["uploading"] = .bool(u.running)
         o["lastUploadAt"] = u.lastUploadAt.map(JSON.string) ?? .null
+        if let last = u.last {
+            var l = last.json.objectValue ?? JSONObject()
+            if let p = last.preparation { l["preparation"] = p.json }
+            o["lastUpload"] = .object(l)
+        } else {
+            o["lastUpload"] = .null
+        }
         o["lastDownloadAt"] = mirror.lastDownloadAt.map(JSON.string) ?? .null
+        // The last successful download since the start: full or delta, entities changed and removed, duration.
+        o["lastDownload"] = s.last?.json ?? .null
         o["nextSyncAt"] = replication?["nextRunAt"] ?? .null
         o["lastError"] = s.lastError.map(JSON.string) ?? .null
         o["resumePending"] = .bool(router.context.checkpoints.position() != nil)

@@ -22,13 +22,23 @@ public struct ODataServiceError: GatewayError, Sendable, CustomStringConvertible
     public var message: String
     /// The version whose format ``response()`` takes.
     public var version: ODataVersion
+    /// The part of the request the error is about (a property path such as `UnitPrice`): V4's `target`.
+    public var target: String?
 
     /// An error with its status, code and message (rendered as V4 unless `version` says otherwise).
-    public init(_ status: Int, _ code: String, _ message: String, version: ODataVersion = .v4) {
+    public init(
+        _ status: Int, _ code: String, _ message: String, version: ODataVersion = .v4, target: String? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.version = version
+        self.target = target
+    }
+
+    /// A payload the model refuses: `400 BadRequest` with the property as `target`.
+    init(payload violation: ODataPayloadViolation) {
+        self.init(400, "BadRequest", violation.message, target: violation.target)
     }
 
     /// `status code: message`.
@@ -39,18 +49,20 @@ public struct ODataServiceError: GatewayError, Sendable, CustomStringConvertible
 
     /// The error as a response in `version`'s format.
     public func response(version: ODataVersion) -> HTTPResponse {
-        Self.response(status, code: code, message, version: version)
+        Self.response(status, code: code, message, version: version, target: target)
     }
 
-    /// The response for an error: the body in `version`'s format, ``ODataVersionHeaders`` for errors.
-    public static func response(_ status: Int, code: String, _ message: String, version: ODataVersion)
-        -> HTTPResponse
-    {
+    /// The response for an error: the body in `version`'s format, ``ODataVersionHeaders`` for errors;
+    /// V4 bodies name `target` when given.
+    public static func response(
+        _ status: Int, code: String, _ message: String, version: ODataVersion, target: String? = nil
+    ) -> HTTPResponse {
         let body: String
         switch version {
         case .v4:
+            let targetMember = target.map { #","target":"# + JSON.string($0).serialized() } ?? ""
             body =
-                #"{"error":{"code":\#(JSON.string(code).serialized()),"message":\#(JSON.string(message).serialized())}}"#
+                #"{"error":{"code":\#(JSON.string(code).serialized()),"message":\#(JSON.string(message).serialized())\#(targetMember)}}"#
         case .v2:
             body =
                 #"{"error":{"code":\#(JSON.string(code).serialized()),"message":{"lang":"en","value":\#(JSON.string(message).serialized())}}}"#

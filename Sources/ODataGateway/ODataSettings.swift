@@ -145,8 +145,47 @@ public struct ODataMount: Sendable, Hashable {
 
     /// The service root as the client addressed it, e.g. `http://127.0.0.1:8080/odata/demo/` (the origin
     /// from the request's `Host`).
+    ///
+    /// The `Host` is used only when it is strictly a host name (letters, digits, `-`, dots), an IPv4
+    /// address or a bracketed IPv6 address, with an optional port; anything else (the HTTP server lets
+    /// every RFC 3986 `reg-name` through, such as `a'b` or `x%22`) gives `127.0.0.1`, so that no client
+    /// text reaches `@odata.context`, `__metadata` URIs or `Location` beyond a plain authority.
     public func gatewayRoot(for request: HTTPRequest) -> String {
-        "http://\(request.headers["Host"] ?? "127.0.0.1")\(path)"
+        let host = request.headers["Host"].flatMap { Self.isPlainAuthority($0) ? $0 : nil } ?? "127.0.0.1"
+        return "http://\(host)\(path)"
+    }
+
+    /// Whether `text` is `name[:port]` with a DNS-style name or IPv4 address, or `[v6][:port]`.
+    static func isPlainAuthority(_ text: String) -> Bool {
+        var host = Substring(text)
+        var port: Substring?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            let literal = host[host.index(after: host.startIndex)..<close]
+            guard !literal.isEmpty, literal.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                return false
+            }
+            let rest = host[host.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return false }
+                port = rest.dropFirst()
+            }
+            host = ""
+        } else if let colon = host.firstIndex(of: ":") {
+            port = host[host.index(after: colon)...]
+            host = host[..<colon]
+        }
+        if let port {
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber),
+                let n = Int(port), n > 0, n < 65536
+            else { return false }
+        }
+        if host.isEmpty { return text.hasPrefix("[") }
+        guard host.count <= 253 else { return false }
+        return host.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            !label.isEmpty && label.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+        }
     }
 }
 
@@ -193,6 +232,15 @@ public struct ODataMirrorSettings: Sendable {
     /// `enableIndividualErrorArchiveDeletion`: deleting an ErrorArchive entry reverts only it and the
     /// requests depending on it (else every entry and every held request).
     public var enableIndividualErrorArchiveDeletion = false
+    /// `enableRequestQueueOptimization`: before an upload, requests of one entity are combined (SAP's
+    /// request-queue optimisation; see ``ODataQueuePlanner``).
+    public var enableRequestQueueOptimization = false
+    /// `enableUndoLocalCreation`: before an upload, the delete of an entity created locally and not yet
+    /// uploaded removes its requests (unless an entity of the upstream would change).
+    public var enableUndoLocalCreation = false
+    /// `enableTransactionBuilder`: before an upload, requests with the same `OfflineOData.TransactionID`
+    /// are grouped into changesets.
+    public var enableTransactionBuilder = false
 
     /// Creates settings.
     public init(

@@ -104,8 +104,8 @@ extension ODataOfflineWriter {
                     }
                     var headers = HTTPHeaders()
                     for (k, v) in part.headers { headers.set(k, v) }
-                    // The batch's own credentials and tag stand for its parts unless a part has its own.
-                    for name in ["Authorization", "Cookie", "OfflineOData.CustomTag"]
+                    // The batch's own credentials and options stand for its parts unless a part has its own.
+                    for name in ["Authorization", "Cookie"] + ODataRequestOptions.headers
                     where headers[name] == nil {
                         if let value = request.headers[name] { headers.set(name, value) }
                     }

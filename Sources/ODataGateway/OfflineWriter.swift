@@ -100,10 +100,26 @@ struct ODataOfflineWriter: ODataServicePart {
     /// ``ODataServiceError`` when the write cannot be applied (nothing of it stays: the caller's
     /// transaction rolls back).
     func apply(_ w: MirrorWriter, _ input: LocalWriteInput) throws -> (QueuedRequest, LocalWriteOutcome) {
+        let options = try ODataRequestOptions(headers: input.headers)
         var (queued, outcome) = try applyWrite(w, input)
+        queued.transactionID = options.transactionID
+        queued.nonMergeable = options.nonMergeable
+        queued.removeAfterUpload = options.removeAfterUpload
         // The writer's credentials are kept (0600, never logged) only when they are replayed on upload.
         let keepCredentials = mirrorSettings.uploadCredentials == .client
-        if !keepCredentials { queued.authorization = nil }
+        if keepCredentials {
+            let credentials = WriterCredentials(
+                authorization: input.headers["Authorization"], cookie: input.headers["Cookie"])
+            let writer = ODataWriterIdentity.of(credentials)
+            queued.writer = writer
+            if queue.credentials.isHeld(writer) {
+                // Behind the writer's requests that wait for credentials; its own may be the newer ones.
+                queued.waitingFor = writer
+                try queue.credentials.offerCredentials(credentials, writer: writer, in: w.db)
+            }
+        } else {
+            queued.authorization = nil
+        }
         try queue.recordExtras(
             input.headers, requestID: queued.requestID, keepCookie: keepCredentials, in: w.db)
         return (queued, outcome)
@@ -116,7 +132,7 @@ struct ODataOfflineWriter: ODataServicePart {
         let method = input.method
         let parsed: ODataResourcePath
         do { parsed = try ODataResourcePath.parse(input.path, model: m.model) } catch {
-            throw ODataServiceError(404, "NotFound", "\(error)")
+            throw WriteChecks.pathError(input.path, model: m.model, error)
         }
         var set: String?
         var type = ""
@@ -203,14 +219,10 @@ struct ODataOfflineWriter: ODataServicePart {
             guard let given = object.members else {
                 throw ODataServiceError(400, "BadRequest", "the body is not an object")
             }
-            if method == "POST",
-                let derived = m.wireType(
-                    object["@odata.type"]?.string ?? object["__metadata"]?["type"]?.string, base: type)
-            {
-                // A create of a derived type (`@odata.type`, V2 `__metadata.type`) is stored as that type.
-                type = derived
-            }
-            (members, nested) = try splitBody(w, type: type, given, allowNested: method == "POST")
+            let split = try splitBody(w, type: type, given, allowNested: method == "POST")
+            (members, nested) = (split.members, split.nested)
+            // A create of a derived type (`@odata.type`, V2 `__metadata.type`) is stored as that type.
+            if method == "POST" { type = split.type }
         }
         let keyProperties = m.model.keyProperties(of: type)
         var queued = QueuedRequest(
@@ -237,8 +249,8 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             var created: [[String: String]] = []
             let (stored, minted) = try createEntity(
-                w, layout: layout, members: members, nested: nested, record: &created, parent: container,
-                entityType: type)
+                w, layout: layout, type: type, members: members, nested: nested, record: &created,
+                parent: container)
             if minted { queued.localKey = ODataKeyText.predicate(stored, keyProperties, version: m.version) }
             if !created.isEmpty {
                 queued.nested = RawJSON.array(
@@ -262,20 +274,42 @@ struct ODataOfflineWriter: ODataServicePart {
     }
 
     /// The structural members of a body and its nested entities (deep insert); `Nav@odata.bind` and V2
-    /// `{"__metadata": {"uri": …}}` links set the foreign key of a single-valued navigation.
+    /// `{"__metadata": {"uri": …}}` links set the foreign key of a single-valued navigation. `type` of the
+    /// result is the one the body declares (`@odata.type`, V2 `__metadata.type`: `type` or a type derived
+    /// from it). Throws `400` for a link to no navigation property or a link that is not a URL.
     private func splitBody(
-        _ w: MirrorWriter, type: String, _ given: [(String, RawJSON)], allowNested: Bool
-    ) throws -> ([(String, RawJSON)], [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])]) {
+        _ w: MirrorWriter, type declaredBase: String, _ given: [(String, RawJSON)], allowNested: Bool
+    ) throws -> (
+        type: String, members: [(String, RawJSON)],
+        nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])]
+    ) {
         let m = w.model
+        let type: String
+        do {
+            type = try ODataPayloadValidator(model: m.model).declaredType(of: given, base: declaredBase)
+        } catch { throw ODataServiceError(payload: error) }
         var members: [(String, RawJSON)] = []
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
         var binds: [(EdmNavigationProperty, String)] = []
         for (name, value) in given {
-            if name.hasSuffix("@odata.bind"),
-                let nav = m.model.navigationProperty(
-                    named: String(name.dropLast("@odata.bind".count)), in: type)
-            {
-                if let link = value.string { binds.append((nav, link)) }
+            if name.hasSuffix("@odata.bind") {
+                let navName = String(name.dropLast("@odata.bind".count))
+                guard let nav = m.model.navigationProperty(named: navName, in: type) else {
+                    throw ODataServiceError(
+                        400, "BadRequest", "'\(navName)' is not a navigation property of '\(type)'",
+                        target: name)
+                }
+                if let link = value.string, !nav.isCollection {
+                    binds.append((nav, link))
+                } else if nav.isCollection, let links = value.elements, links.allSatisfy({ $0.string != nil })
+                {
+                    // Links of a collection navigation: kept in the queued body, not in the mirror's rows.
+                } else {
+                    throw ODataServiceError(
+                        400, "BadRequest",
+                        "'\(name)' must be \(nav.isCollection ? "an array of entity URLs" : "an entity URL")",
+                        target: name)
+                }
                 continue
             }
             if name == "__metadata" || name.hasPrefix("@") || name.contains("@") { continue }
@@ -301,6 +335,9 @@ struct ODataOfflineWriter: ODataServicePart {
             }
             members.append((name, value))
         }
+        // The client's own values, before links and parents set foreign keys (a create is checked whole
+        // again when it is stored).
+        try WriteChecks.check(members, ofType: type, model: m.model, for: .update)
         for (nav, link) in binds where !nav.isCollection {
             let values = try linkedKeyValues(w, link: link)
             for c in nav.referentialConstraints {
@@ -309,7 +346,7 @@ struct ODataOfflineWriter: ODataServicePart {
                 }
             }
         }
-        return (members, nested)
+        return (type, members, nested)
     }
 
     /// The stored properties of the entity a link (`Customers('X')`, a URL under the service root) addresses.
@@ -349,10 +386,9 @@ struct ODataOfflineWriter: ODataServicePart {
     /// navigations' referential constraints; returns the stored members and whether a key was minted.
     /// `record` collects the nested entities created (`set`, `key`, `nav`, `index`).
     private func createEntity(
-        _ w: MirrorWriter, layout: MirrorSetLayout, members given: [(String, RawJSON)],
+        _ w: MirrorWriter, layout: MirrorSetLayout, type: String, members given: [(String, RawJSON)],
         nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])],
-        record: inout [[String: String]], parent: [(String, RawJSON)]? = nil, entityType: String? = nil,
-        depth: Int = 0
+        record: inout [[String: String]], parent: [(String, RawJSON)]? = nil, depth: Int = 0
     ) throws -> ([(String, RawJSON)], Bool) {
         let m = w.model
         guard depth < 8 else { throw ODataServiceError(400, "BadRequest", "deep insert nested too deeply") }
@@ -384,11 +420,10 @@ struct ODataOfflineWriter: ODataServicePart {
             }
         }
         for (nav, item, target, index) in principals {
-            let (inner, innerNested) = try splitBody(
-                w, type: target.entityType, item, allowNested: true)
+            let inner = try splitBody(w, type: target.entityType, item, allowNested: true)
             let (stored, minted) = try createEntity(
-                w, layout: target, members: inner, nested: innerNested, record: &record,
-                depth: depth + 1)
+                w, layout: target, type: inner.type, members: inner.members, nested: inner.nested,
+                record: &record, depth: depth + 1)
             if minted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
             for c in nav.referentialConstraints {
                 if let v = stored.first(where: { $0.0 == c.referencedProperty })?.1 {
@@ -396,10 +431,10 @@ struct ODataOfflineWriter: ODataServicePart {
                 }
             }
         }
-        var minted = false
+        var mintedKeys: Set<String> = []
         for p in keyProperties where !members.contains(where: { $0.0 == p.name }) {
             guard let prim = p.type.primitive else { continue }
-            minted = true
+            mintedKeys.insert(p.name)
             switch prim {
             case .byte, .sbyte, .int16, .int32, .int64:
                 members.append((p.name, .number(String(try w.mintLocalInteger()))))
@@ -409,21 +444,25 @@ struct ODataOfflineWriter: ODataServicePart {
                 members.append((p.name, .string("local-" + UUID().uuidString.lowercased())))
             }
         }
-        try insert(w, layout: layout, members: members, parent: parent, type: entityType)
+        // The whole new entity as the upstream will see it (foreign keys set); the keys minted here are
+        // placeholders the upstream replaces (a `local-…` string may exceed the key's MaxLength): not checked.
+        try WriteChecks.check(
+            members.filter { !mintedKeys.contains($0.0) }, ofType: type, model: m.model, for: .create,
+            exempt: mintedKeys)
+        try insert(w, layout: layout, members: members, parent: parent, type: type)
         for (nav, item, target, index) in dependents {
-            var (inner, innerNested) = try splitBody(
-                w, type: target.entityType, item, allowNested: true)
+            var inner = try splitBody(w, type: target.entityType, item, allowNested: true)
             for c in nav.referentialConstraints {
                 if let v = members.first(where: { $0.0 == c.property })?.1 {
-                    Self.setMember(&inner, c.referencedProperty, v)
+                    Self.setMember(&inner.members, c.referencedProperty, v)
                 }
             }
             let (stored, innerMinted) = try createEntity(
-                w, layout: target, members: inner, nested: innerNested, record: &record,
-                parent: target.container != nil ? members : nil, depth: depth + 1)
+                w, layout: target, type: inner.type, members: inner.members, nested: inner.nested,
+                record: &record, parent: target.container != nil ? members : nil, depth: depth + 1)
             if innerMinted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
         }
-        return (members, minted)
+        return (members, !mintedKeys.isEmpty)
     }
 
     /// What the queue entry of a deep insert records of one nested entity created with a minted key:
@@ -481,8 +520,17 @@ struct ODataOfflineWriter: ODataServicePart {
             try w.delete(layout, key: key)
             return LocalWriteOutcome(status: 204, createdKey: nil)
         }
-        var properties: [(String, RawJSON)] = []
         let old = existing.members
+        for p in keyProperties {
+            guard let given = members.first(where: { $0.0 == p.name })?.1, let prim = p.type.primitive,
+                let stored = old.first(where: { $0.0 == p.name })?.1
+            else { continue }
+            if ODataStorage.encode(given, as: prim) != ODataStorage.encode(stored, as: prim) {
+                throw ODataServiceError(
+                    400, "BadRequest", "the key property '\(p.name)' cannot be changed", target: p.name)
+            }
+        }
+        var properties: [(String, RawJSON)] = []
         if method == "PUT" {
             properties = old.filter { p in keyProperties.contains { $0.name == p.0 } }
             for (k, v) in members where !properties.contains(where: { $0.0 == k }) {

@@ -23,6 +23,7 @@ extension ODataRequestQueue {
             DELETE FROM "_mg_customtag" WHERE requestID NOT IN (SELECT requestID FROM "_mg_queue")
               AND requestID NOT IN (SELECT RequestID FROM "_mg_ErrorArchive");
             DELETE FROM "_mg_cookie" WHERE requestID NOT IN (SELECT requestID FROM "_mg_queue");
+            DELETE FROM "_mg_keyref" WHERE id NOT IN (SELECT id FROM "_mg_queue");
             """)
     }
 
@@ -39,6 +40,9 @@ extension ODataRequestQueue {
         })
             ?? nil)?.int ?? 0
     }
+
+    /// Number of queued requests waiting for credentials the upstream accepts.
+    public func waitingCount() -> Int { credentials.waitingCount() }
 
     /// `(RequestID, AffectedEntity)` of every ErrorArchive entry that names its entity.
     func archivedEntities() throws -> [(String, String)] {
@@ -115,6 +119,7 @@ extension ODataRequestQueue {
                 }
                 for q in queued where q.goes || q.changeset.map(changesets.contains) == true {
                     try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(q.request.id)])
+                    try ODataKeyReferences.drop(id: q.request.id, in: db)
                     removed.append(q.request)
                 }
                 if individual {
@@ -135,7 +140,9 @@ extension ODataRequestQueue {
 
     // MARK: the archive sets (ErrorArchive, RequestQueue, EventLog) read as OData entity sets
 
-    /// The rows of each set (column names equal the property names, plus `AffectedEntity`).
+    /// The rows of each set (column names equal the property names, plus `AffectedEntity`). A request
+    /// waiting for credentials shows `WaitingFor: credentials` and the upstream's status (`WaitingStatus`),
+    /// never whose credentials.
     static func archiveSource(_ set: String) -> String {
         switch set {
         case "EventLog":
@@ -145,7 +152,7 @@ extension ODataRequestQueue {
                 #"SELECT RequestID, COALESCE(CustomTag, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = a.RequestID)) AS CustomTag, HTTPStatusCode, Code, Message, InnerError, Domain, RequestMethod, RequestURL, RequestBody, EntitySet, ArchivedAt, AffectedEntity FROM "_mg_ErrorArchive" a"#
         default:
             return
-                #"SELECT requestID AS RequestID, id AS ID, method AS RequestMethod, url AS RequestURL, entitySet AS EntitySet, createdAt AS CreatedAt, CAST(body AS TEXT) AS RequestBody, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = q.requestID) AS CustomTag, CASE WHEN heldBy IS NULL THEN 0 ELSE 1 END AS Held, heldBy AS HeldBy, NULL AS AffectedEntity FROM "_mg_queue" q"#
+                #"SELECT requestID AS RequestID, id AS ID, method AS RequestMethod, url AS RequestURL, entitySet AS EntitySet, createdAt AS CreatedAt, CAST(body AS TEXT) AS RequestBody, (SELECT tag FROM "_mg_customtag" c WHERE c.requestID = q.requestID) AS CustomTag, CASE WHEN heldBy IS NULL THEN 0 ELSE 1 END AS Held, heldBy AS HeldBy, transactionID AS TransactionID, nonMergeable AS NonMergeable, removeAfterUpload AS RemoveAfterUpload, CASE WHEN waitingFor IS NULL THEN NULL ELSE 'credentials' END AS WaitingFor, (SELECT status FROM "_mg_credhold" h WHERE h.writer = q.waitingFor) AS WaitingStatus, NULL AS AffectedEntity FROM "_mg_queue" q"#
         }
     }
 

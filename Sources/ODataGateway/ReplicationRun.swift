@@ -5,9 +5,10 @@ import Replication
 extension ODataService {
     /// One replication run of the service (blocking): push, then pull. The upload sends the queue FIFO
     /// until it is empty, the upstream is unavailable (the run fails and is retried with backoff), or the
-    /// run must stop (its next run continues with the next queued request); then, with the queue empty,
-    /// the download resumes or starts (stopping, when it must, after a stored page). Requests held in the
-    /// queue (behind an ErrorArchive entry) leave the mirror as it is until they are resolved.
+    /// run must stop (its next run continues with the next queued request); then the download resumes or
+    /// starts (stopping, when it must, after a stored page), also when requests remain in the queue (held
+    /// behind an ErrorArchive entry, or waiting for credentials): the entities they touch keep their local
+    /// version through it.
     static func replicationRun(
         _ run: RunContext, _ uploader: ODataUploader, _ downloader: ODataDownloader
     ) -> RunOutcome {
@@ -23,10 +24,6 @@ extension ODataService {
             if pushed.interrupted {
                 return .failed(
                     "upload stopped: the upstream is unavailable (\(pushed.remaining) requests wait)")
-            }
-            if pushed.remaining > 0 {
-                details["pull"] = .string("skipped: \(pushed.remaining) requests wait in the queue (held)")
-                return .completed(.object(details))
             }
         }
         if run.shouldStop { return .stopped(.object(details)) }

@@ -41,6 +41,17 @@ public struct QueuedRequest: Sendable {
     public var contentID: String? = nil
     /// Deep insert: the nested entities created locally, as JSON `[{"set","key","nav","index"}]`.
     public var nested: String? = nil
+    /// `OfflineOData.TransactionID`: with `enableTransactionBuilder`, the requests carrying the same ID are
+    /// uploaded together as one changeset.
+    public var transactionID: String? = nil
+    /// `OfflineOData.NonMergeable: true` (SAP's unmodifiable request): never combined with another request.
+    public var nonMergeable = false
+    /// `OfflineOData.RemoveAfterUpload: true`: the entity leaves the mirror once the request is uploaded.
+    public var removeAfterUpload = false
+    /// Who wrote the request (``ODataWriterIdentity``), kept with `uploadCredentials: client`.
+    public var writer: String? = nil
+    /// While the request waits for credentials the upstream accepts: the writer whose hold it waits behind.
+    public var waitingFor: String? = nil
 }
 
 /// The durable request queue and the ErrorArchive of one OData service, stored in the service's mirror
@@ -53,6 +64,8 @@ public struct QueuedRequest: Sendable {
 public final class ODataRequestQueue: Sendable {
     let pool: DatabasePool
     private let pending = Mutex<[String: Int]>([:])
+    /// Writers whose requests wait for credentials the upstream accepts.
+    let credentials: ODataCredentialHolds
 
     /// Creates the tables when missing and loads the pending counts.
     public init(pool: DatabasePool) throws {
@@ -65,6 +78,7 @@ public final class ODataRequestQueue: Sendable {
         pending.withLock { p in
             for row in counts { if let s = row[0].string { p[s] = row[1].int ?? 0 } }
         }
+        credentials = try ODataCredentialHolds(pool: pool)
     }
 
     /// The queue's tables in the service's mirror file: the queue, the ErrorArchive, the local-to-server
@@ -100,8 +114,58 @@ public final class ODataRequestQueue: Sendable {
                     CREATE TABLE IF NOT EXISTS "_mg_EventLog" (ID INTEGER PRIMARY KEY AUTOINCREMENT,
                       Type TEXT NOT NULL, Time TEXT NOT NULL, Details TEXT);
                     """)
-            }
+            },
+            // Issue 16 (request options, queue optimisation), issue 15 (credentials at upload), issue 19 D7
+            // (an index of the local keys queued requests reference, so that an uploaded create rewrites
+            // only the requests naming its key; indexes for the next request, changesets and writers).
+            Migration("2-options-keyrefs-credential-holds") { db in
+                try db.addMissingColumns(
+                    "_mg_queue",
+                    [
+                        ("transactionID", "TEXT"), ("nonMergeable", "INTEGER NOT NULL DEFAULT 0"),
+                        ("removeAfterUpload", "INTEGER NOT NULL DEFAULT 0"), ("writer", "TEXT"),
+                        ("waitingFor", "TEXT"),
+                    ])
+                try db.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS "_mg_keyref" (ref TEXT NOT NULL, id INTEGER NOT NULL,
+                      PRIMARY KEY (ref, id)) WITHOUT ROWID;
+                    CREATE INDEX IF NOT EXISTS "_mg_keyref_id" ON "_mg_keyref" (id);
+                    CREATE INDEX IF NOT EXISTS "_mg_queue_next" ON "_mg_queue" (id)
+                      WHERE heldBy IS NULL AND waitingFor IS NULL;
+                    CREATE INDEX IF NOT EXISTS "_mg_queue_changeset" ON "_mg_queue" (changeset)
+                      WHERE changeset IS NOT NULL;
+                    CREATE INDEX IF NOT EXISTS "_mg_queue_held" ON "_mg_queue" (heldBy) WHERE heldBy IS NOT NULL;
+                    CREATE INDEX IF NOT EXISTS "_mg_queue_waiting" ON "_mg_queue" (waitingFor, id)
+                      WHERE waitingFor IS NOT NULL;
+                    CREATE TABLE IF NOT EXISTS "_mg_credhold" (writer TEXT PRIMARY KEY, status INTEGER NOT NULL,
+                      since TEXT NOT NULL, requestID TEXT NOT NULL, rejected TEXT NOT NULL,
+                      candidateAuthorization TEXT, candidateCookie TEXT);
+                    """)
+                let rows = try db.query(
+                    #"SELECT q.id, q.url, q.body, q.authorization, c.cookie FROM "_mg_queue" q LEFT JOIN "_mg_cookie" c ON c.requestID = q.requestID"#
+                )
+                for r in rows {
+                    guard let id = r[0].int64 else { continue }
+                    try ODataKeyReferences.index(
+                        id: id, url: r[1].string ?? "", body: r[2].bytes ?? [], in: db)
+                    // Credentials were kept only with `uploadCredentials: client`: the writer they name.
+                    if r[3].string != nil || r[4].string != nil {
+                        let writer = ODataWriterIdentity.of(
+                            WriterCredentials(authorization: r[3].string, cookie: r[4].string))
+                        try db.run(
+                            #"UPDATE "_mg_queue" SET writer = ? WHERE id = ?"#, [.text(writer), .integer(id)])
+                    }
+                }
+            },
         ])
+
+    /// The columns ``request(_:)`` reads, in its order.
+    static let selectColumns = """
+        id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot, requestID,
+          firstSent, attempts, sentAt, changeset, contentID, nested, transactionID, nonMergeable, removeAfterUpload,
+          writer, waitingFor
+        """
 
     /// Number of queued requests.
     public var count: Int { pending.withLock { $0.values.reduce(0, +) } }
@@ -133,11 +197,16 @@ public final class ODataRequestQueue: Sendable {
             return try db.transaction(.immediate) {
                 let (requests, r) = try body(db)
                 for request in requests {
+                    // Behind its writer's requests that wait for credentials (also when the hold began after
+                    // the writer looked).
+                    let waiting =
+                        request.waitingFor ?? (credentials.isHeld(request.writer) ? request.writer : nil)
                     try db.run(
                         """
                         INSERT INTO "_mg_queue" (entitySet, method, url, body, contentType, authorization, ifMatch,
-                          localKey, gatewayRoot, requestID, firstSent, createdAt, changeset, contentID, nested)
-                          VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                          localKey, gatewayRoot, requestID, firstSent, createdAt, changeset, contentID, nested,
+                          transactionID, nonMergeable, removeAfterUpload, writer, waitingFor)
+                          VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                         """,
                         [
                             .text(request.entitySet), .text(request.method), .text(request.url),
@@ -147,7 +216,13 @@ public final class ODataRequestQueue: Sendable {
                             SQLValue(request.localKey), .text(request.gatewayRoot), .text(request.requestID),
                             .text(request.firstSent), .text(iso8601Now()), SQLValue(request.changeset),
                             SQLValue(request.contentID), SQLValue(request.nested),
+                            SQLValue(request.transactionID),
+                            .integer(request.nonMergeable ? 1 : 0),
+                            .integer(request.removeAfterUpload ? 1 : 0),
+                            SQLValue(request.writer), SQLValue(waiting),
                         ])
+                    try ODataKeyReferences.index(
+                        id: db.lastInsertRowID, url: request.url, body: request.body, in: db)
                 }
                 return (requests, r)
             }
@@ -156,30 +231,29 @@ public final class ODataRequestQueue: Sendable {
         return result
     }
 
-    /// The oldest queued request not held behind an ErrorArchive entry.
+    /// The queued requests (in `db`) that `condition` (constant SQL after `FROM "_mg_queue"`: a `WHERE`,
+    /// an order, a limit; user text only in `bindings`) selects.
+    static func requests(_ condition: String, _ bindings: [SQLValue] = [], in db: Database) throws
+        -> [QueuedRequest]
+    {
+        try db.query("SELECT " + selectColumns + #" FROM "_mg_queue" "# + condition, bindings).map(request)
+    }
+
+    /// The oldest queued request neither held behind an ErrorArchive entry nor waiting for credentials.
     public func first() throws -> QueuedRequest? {
         try pool.read { db in
-            try db.query(
-                """
-                SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
-                  requestID, firstSent, attempts, sentAt, changeset, contentID, nested FROM "_mg_queue"
-                  WHERE heldBy IS NULL ORDER BY id LIMIT 1
-                """
-            ).first.map(Self.request)
+            try Self.requests("WHERE heldBy IS NULL AND waitingFor IS NULL ORDER BY id LIMIT 1", in: db).first
         }
     }
 
     /// The requests queued with changeset `id`, in order.
     func changeset(_ id: String) throws -> [QueuedRequest] {
-        try pool.read { db in
-            try db.query(
-                """
-                SELECT id, entitySet, method, url, body, contentType, authorization, ifMatch, localKey, gatewayRoot,
-                  requestID, firstSent, attempts, sentAt, changeset, contentID, nested FROM "_mg_queue"
-                  WHERE changeset = ? ORDER BY id
-                """, [.text(id)]
-            ).map(Self.request)
-        }
+        try pool.read { db in try Self.requests("WHERE changeset = ? ORDER BY id", [.text(id)], in: db) }
+    }
+
+    /// The queued request with `id`, if it is still queued.
+    func request(id: Int64) throws -> QueuedRequest? {
+        try pool.read { db in try Self.requests("WHERE id = ?", [.integer(id)], in: db).first }
     }
 
     static func request(_ r: Row) -> QueuedRequest {
@@ -190,7 +264,8 @@ public final class ODataRequestQueue: Sendable {
             gatewayRoot: r[9].string ?? "", requestID: r[10].string ?? "",
             firstSent: r[11].string ?? "",
             attempts: r[12].int ?? 0, sentAt: r[13].string, changeset: r[14].string, contentID: r[15].string,
-            nested: r[16].string)
+            nested: r[16].string, transactionID: r[17].string, nonMergeable: (r[18].int ?? 0) != 0,
+            removeAfterUpload: (r[19].int ?? 0) != 0, writer: r[20].string, waitingFor: r[21].string)
     }
 
     /// Counts one more `500` for `request`.
@@ -216,6 +291,7 @@ public final class ODataRequestQueue: Sendable {
     func remove(_ request: QueuedRequest, in db: Database) throws {
         try db.run(#"DELETE FROM "_mg_queue" WHERE id = ?"#, [.integer(request.id)])
         try db.run(#"DELETE FROM "_mg_cookie" WHERE requestID = ?"#, [.text(request.requestID)])
+        try ODataKeyReferences.drop(id: request.id, in: db)
     }
 
     /// Call after the transaction that removed or archived `request` committed.
@@ -279,28 +355,6 @@ public final class ODataRequestQueue: Sendable {
                 "RequestURL": r[5].string ?? "",
             ]
         }
-    }
-
-    /// Inside `db`'s transaction: every later queued request's URL and body with `old` (a key predicate like
-    /// `(-1)`, preceded by `set`) replaced by `new`; string local keys are replaced wherever they appear.
-    func replaceKey(set: String, old: String, new: String, stringKey: String?, in db: Database) throws {
-        let rows = try db.query(#"SELECT id, url, body FROM "_mg_queue""#)
-        for r in rows {
-            guard let id = r[0].int64, let url = r[1].string else { continue }
-            var newURL = url.replacingOccurrences(of: set + old, with: set + new)
-            var body = String(decoding: r[2].bytes ?? [], as: UTF8.self)
-            body = body.replacingOccurrences(of: set + old, with: set + new)
-            if let stringKey, let serverString = ODataKeyText.unquote(new) {
-                newURL = newURL.replacingOccurrences(of: stringKey, with: serverString)
-                body = body.replacingOccurrences(of: stringKey, with: serverString)
-            }
-            try db.run(
-                #"UPDATE "_mg_queue" SET url = ?, body = ? WHERE id = ?"#,
-                [.text(newURL), .blob(Array(body.utf8)), .integer(id)])
-        }
-        try db.run(
-            #"INSERT OR REPLACE INTO "_mg_keymap" (entitySet, localKey, serverKey) VALUES (?, ?, ?)"#,
-            [.text(set), .text(old), .text(new)])
     }
 
     /// The server key predicate that replaced local key predicate `local` of `set` after its upload.

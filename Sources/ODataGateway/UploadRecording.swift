@@ -80,13 +80,20 @@ extension ODataUploader {
         }
         try queue.remove(request, in: w.db)
         if request.nested != nil { try recordNested(request, body: body, in: w) }
-        guard let old = request.localKey, let new = serverKey, let layout = m.layouts[request.entitySet]
-        else {
-            return
+        if let old = request.localKey, let new = serverKey, let layout = m.layouts[request.entitySet] {
+            try ODataKeyReferences.replaceKey(
+                set: request.entitySet, old: old, new: new, stringKey: ODataKeyText.unquote(old), in: w.db)
+            try w.replaceKey(layout, old: old, new: new, entity: serverEntity)
         }
-        try queue.replaceKey(
-            set: request.entitySet, old: old, new: new, stringKey: ODataKeyText.unquote(old), in: w.db)
-        try w.replaceKey(layout, old: old, new: new, entity: serverEntity)
+        // `OfflineOData.RemoveAfterUpload: true`: the entity leaves the mirror (a later download of a defining
+        // request that covers it brings it back).
+        if request.removeAfterUpload, request.method != "DELETE",
+            let entity = request.localKey.map({ request.entitySet + (serverKey ?? $0) })
+                ?? request.affectedEntity(model: m),
+            let (layout, key) = ODataKeyText.locate(entity, model: m)
+        {
+            try w.delete(layout, key: key)
+        }
     }
 
     /// After a deep insert: each nested entity created locally gets the server's key when the response
@@ -111,7 +118,7 @@ extension ODataUploader {
                 keys.allSatisfy({ k in members.contains { $0.0 == k.name } })
             {
                 let server = ODataKeyText.predicate(members, keys, version: m.version)
-                try queue.replaceKey(
+                try ODataKeyReferences.replaceKey(
                     set: set, old: key, new: server, stringKey: ODataKeyText.unquote(key), in: w.db)
                 try w.replaceKey(layout, old: key, new: server, entity: members)
             } else {

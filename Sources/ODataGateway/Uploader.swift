@@ -23,11 +23,23 @@ public struct ODataUploadStats: Sendable {
     public var interrupted = false
     /// True when the run stopped because its replication run had to (budget, pause, shutdown).
     public var stopped = false
-    /// `{uploaded, failed, inDoubt, remaining, durationMs}`.
+    /// Requests that wait for credentials the upstream accepts (refused with 401/403 in this run, or
+    /// depending on such a request).
+    public var waitingForCredentials = 0
+    /// Queued requests when the run started, before the queue was prepared (optimisation, undo, transactions).
+    public var requestsBefore = 0
+    /// Queued requests after the preparation (equal to ``requestsBefore`` when no option rewrote the queue).
+    public var requestsAfter = 0
+    /// What the preparation did, when an option that rewrites the queue is on.
+    public var preparation: ODataQueuePreparation?
+    /// `{uploaded, failed, inDoubt, waitingForCredentials, remaining, requestsBefore, requestsAfter,
+    /// durationMs}`.
     public var json: JSON {
         [
             "uploaded": .int(Int64(uploaded)), "failed": .int(Int64(failed)), "inDoubt": .int(Int64(inDoubt)),
-            "remaining": .int(Int64(remaining)), "durationMs": .int(Int64(durationMs)),
+            "waitingForCredentials": .int(Int64(waitingForCredentials)), "remaining": .int(Int64(remaining)),
+            "requestsBefore": .int(Int64(requestsBefore)), "requestsAfter": .int(Int64(requestsAfter)),
+            "durationMs": .int(Int64(durationMs)),
         ]
     }
 }
@@ -36,6 +48,8 @@ struct UploadState: ExclusiveRunState {
     var running = false
     var lastUploadAt: String?
     var repeatabilitySeen = false
+    /// The outcome of the last run that had something to upload.
+    var last: ODataUploadStats?
 }
 
 /// The uploader: sends the request queue to the upstream, FIFO, one unit at a time — a single request,
@@ -76,17 +90,18 @@ final class ODataUploader: ODataServicePart {
         return try body()
     }
 
-    /// Starts an upload of the queue on a background thread (then a download when the queue is left
-    /// empty); false when one is already running. (Scheduled uploads are the replication runs' push,
+    /// Starts an upload of the queue on a background thread (then a download unless the run was
+    /// interrupted or stopped: what remains is held or waits for credentials, and keeps its local version);
+    /// false when one is already running. (Scheduled uploads are the replication runs' push,
     /// ``push(shouldStop:)``; a run interrupted by the upstream is retried by the scheduler.)
     @discardableResult
     func upload(completion: (@Sendable (ODataUploadStats) -> Void)?) -> Bool {
         guard state.withLock({ $0.claim() }) else { return false }
         startThread(named: "mg-odata-upload") { [self] in
             let stats = claimedRun(shouldStop: { stopSignal.isStopped })
-            if !stats.interrupted, !stats.stopped, stats.remaining == 0 {
-                _ = downloader.download(completion: nil)
-            }
+            // A complete run (what remains is held or waits for credentials) is followed by a download: queued
+            // local changes keep their local version through it.
+            if !stats.interrupted, !stats.stopped { _ = downloader.download(completion: nil) }
             completion?(stats)
         }
         return true
@@ -111,6 +126,7 @@ final class ODataUploader: ODataServicePart {
         state.withLock { s in
             s.running = false
             if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
+            if stats.requestsBefore > 0 { s.last = stats }
         }
         if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
             logger.info(
@@ -125,23 +141,45 @@ final class ODataUploader: ODataServicePart {
         return stats
     }
 
-    /// Blocking: sends queued requests FIFO until the queue is empty, the upstream is unavailable, or
-    /// `shouldStop` says so before a unit.
+    /// Blocking: prepares the queue (``ODataQueuePreparer``), then sends queued requests FIFO until the queue
+    /// is empty, the upstream is unavailable, or `shouldStop` says so before a unit; requests waiting for
+    /// credentials are passed over (a writer's newer credentials, when offered, are tried on its oldest
+    /// waiting request in its turn).
     func runUpload(shouldStop: () -> Bool = { false }) -> ODataUploadStats {
         var stats = ODataUploadStats()
-        while let request = try? queue.first() {
+        stats.requestsBefore = queue.count
+        stats.requestsAfter = stats.requestsBefore
+        do {
+            if let prepared = try ODataQueuePreparer(context: context).prepare() {
+                stats.preparation = prepared
+                stats.requestsBefore = prepared.before
+                stats.requestsAfter = prepared.after
+            }
+        } catch {
+            logger.error(
+                "odata upload: cannot prepare the queue",
+                metadata: ["service": "\(settings.name)", "error": "\(error)"])
+            stats.interrupted = true
+            return stats
+        }
+        while true {
             if shouldStop() {
                 stats.stopped = true
                 return stats
             }
             let unit: UploadUnit
             do {
+                guard let (request, credentials) = try nextToSend() else { break }
+                if credentials == nil, let waiting = try waitIfBehindHold(request) {
+                    stats.waitingForCredentials += waiting
+                    continue
+                }
                 if let changeset = request.changeset {
                     if try holdChangesetIfBlocked(changeset) { continue }
-                    unit = changesetUnit(request, changeset)
+                    unit = changesetUnit(request, changeset, credentials: credentials)
                 } else {
                     if try holdIfBlocked(request) { continue }
-                    unit = singleUnit(request)
+                    unit = singleUnit(request, credentials: credentials)
                 }
             } catch {
                 stats.interrupted = true  // the store failed: never send what may be blocked
@@ -152,15 +190,21 @@ final class ODataUploader: ODataServicePart {
             case .done: stats.uploaded += n
             case .failed: stats.failed += n
             case .inDoubt: stats.inDoubt += n
+            case .waiting:
+                stats.waitingForCredentials += n
+                continue
             case .stop:
                 stats.interrupted = true
                 return stats
             }
+            // Requests left the queue: pages a stopped download staged before may predate them (a download
+            // running now sees that itself, and reads again).
+            context.checkpoints.clear()
         }
         return stats
     }
 
-    enum SendOutcome { case done, failed, inDoubt, stop }
+    enum SendOutcome { case done, failed, inDoubt, waiting, stop }
 
     /// What the upstream's answer to a unit says.
     enum Verdict {
@@ -186,14 +230,16 @@ final class ODataUploader: ODataServicePart {
         var body: [UInt8]
         /// The request whose writer's credentials the unit carries.
         var writer: QueuedRequest
+        /// Newer credentials of the writer to try instead of its own (its requests wait for credentials).
+        var credentials: WriterCredentials? = nil
         /// Reads the upstream's answer.
         var verdict: (UpstreamResponse) -> Verdict
         /// Only PUT/DELETE: sending it twice does no harm.
         var idempotent: Bool { rows.allSatisfy { $0.method == "PUT" || $0.method == "DELETE" } }
     }
 
-    /// One queued request outside a changeset.
-    func singleUnit(_ request: QueuedRequest) -> UploadUnit {
+    /// One queued request outside a changeset (sent with `credentials` instead of its own when given).
+    func singleUnit(_ request: QueuedRequest, credentials: WriterCredentials? = nil) -> UploadUnit {
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let ct = request.contentType { headers.append(("Content-Type", ct)) }
         headers += ODataVersionHeaders.upload(version, batch: false)
@@ -213,7 +259,8 @@ final class ODataUploader: ODataServicePart {
         let resentDelete = request.sentAt != nil && request.method == "DELETE"
         return UploadUnit(
             rows: [request], noun: "request", method: request.method, url: request.url, headers: headers,
-            body: request.body.isEmpty ? [] : map.toUpstream.apply(request.body), writer: request
+            body: request.body.isEmpty ? [] : map.toUpstream.apply(request.body), writer: request,
+            credentials: credentials
         ) { response in
             guard (200..<300).contains(response.status) || (resentDelete && response.status == 404) else {
                 return .rejected(status: response.status, body: response.body)
@@ -226,7 +273,9 @@ final class ODataUploader: ODataServicePart {
     /// The queued requests of changeset `id` (starting with `first`) as one multipart `$batch` changeset.
     /// Repeatability: the first request's ID and First-Sent, OASIS headers on each request of the
     /// changeset (a `$batch` carrying them must be rejected), SAP headers on the `$batch` request.
-    func changesetUnit(_ first: QueuedRequest, _ id: String) -> UploadUnit {
+    func changesetUnit(_ first: QueuedRequest, _ id: String, credentials: WriterCredentials? = nil)
+        -> UploadUnit
+    {
         var rows = (try? queue.changeset(id)).flatMap { $0.isEmpty ? nil : $0 } ?? [first]
         if version == .v2 {
             // V2 (SAP Gateway) resolves no `$N` references: a request that needs the key of an entity created
@@ -258,7 +307,7 @@ final class ODataUploader: ODataServicePart {
             rows: rows, noun: "changeset", method: "POST", url: "$batch", headers: headers,
             body: ODataBatchCodec.changesetBody(
                 parts, boundary: boundary, changesetBoundary: changesetBoundary),
-            writer: first
+            writer: first, credentials: credentials
         ) { response in
             guard (200..<300).contains(response.status) else {
                 return .rejected(status: response.status, body: response.body)
@@ -299,7 +348,8 @@ final class ODataUploader: ODataServicePart {
         var csrfRetried = false
         while true {
             do { try markSent(rows, true) } catch { return .stop }
-            let carrier = uploadCarrier(method: unit.method, url: unit.url, writer: unit.writer)
+            let carrier = uploadCarrier(
+                method: unit.method, url: unit.url, writer: unit.writer, credentials: unit.credentials)
             let upstream = UpstreamRequest(
                 method: unit.method, url: settings.upstreamURL(for: settings.mount + unit.url),
                 headers: unit.headers + uploadHeaders(carrier), body: unit.body,
@@ -328,6 +378,11 @@ final class ODataUploader: ODataServicePart {
                 csrfRetried = true
                 csrf.forget(carrier)
                 continue
+            }
+            switch credentialVerdict(unit, response) {
+            case .wait: return .waiting
+            case .stop: return .stop
+            case .proceed: break
             }
             let status: Int
             let errorBody: [UInt8]
@@ -425,12 +480,16 @@ final class ODataUploader: ODataServicePart {
     }
 
     /// What an upload of `writer`'s request to `url` (relative to the mount) is sent as, for the CSRF
-    /// handshake: with `uploadCredentials: client`, the writer's `Authorization` and `Cookie`.
-    func uploadCarrier(method: String, url: String, writer: QueuedRequest) -> HTTPRequest {
+    /// handshake: with `uploadCredentials: client`, the writer's `Authorization` and `Cookie` (or the newer
+    /// `credentials` being tried for it).
+    func uploadCarrier(
+        method: String, url: String, writer: QueuedRequest, credentials: WriterCredentials? = nil
+    ) -> HTTPRequest {
         var carrier = HTTPRequest(method: method, target: settings.mount + url)
         if mirrorSettings.uploadCredentials == .client {
-            if let auth = writer.authorization { carrier.headers.set("Authorization", auth) }
-            if let cookie = queue.clientCookie(writer.requestID) { carrier.headers.set("Cookie", cookie) }
+            let given = credentials ?? writerCredentials(writer)
+            if let auth = given.authorization { carrier.headers.set("Authorization", auth) }
+            if let cookie = given.cookie { carrier.headers.set("Cookie", cookie) }
         }
         return carrier
     }

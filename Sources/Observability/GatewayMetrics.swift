@@ -41,6 +41,15 @@ public final class GatewayMetrics: Sendable {
         "mirrorgate_odata_uploaded_total": "OData requests uploaded and accepted by the upstream.",
         "mirrorgate_odata_upload_failures_total":
             "OData requests that failed on upload or were held in doubt.",
+        "mirrorgate_odata_waiting_for_credentials":
+            "Queued OData requests waiting for newer credentials of their writer (uploadCredentials: client).",
+        "mirrorgate_odata_requests_combined_total":
+            "Queued OData requests removed by the queue preparation (combined by optimisation or undone).",
+        "mirrorgate_odata_last_upload_requests":
+            "The last OData upload's queued requests before and after the queue was prepared, by stage.",
+        "mirrorgate_odata_downloads_total": "Successful OData downloads, by kind (full, delta, mixed).",
+        "mirrorgate_odata_last_download_entities":
+            "Entities the last successful OData download stored (changed) and removed, by change.",
         "mirrorgate_mirror_runs_total":
             "Finished sync runs of a mirror (algolia:INDEX sync, odata:SERVICE download), by outcome.",
         "mirrorgate_replication_runs_total":

@@ -98,20 +98,44 @@ enum StatusTable {
         if !services.keys.isEmpty {
             var r = [
                 [
-                    "SERVICE", "REACHABLE", "PENDING", "HELD", "IN DOUBT", "ERROR ARCHIVE", "LAST UPLOAD",
-                    "LAST DOWNLOAD", "POLICY", "USE", "NEXT RUN", "WAITING FOR", "LAST ERROR",
+                    "SERVICE", "REACHABLE", "PENDING", "HELD", "WAITING", "IN DOUBT", "ERROR ARCHIVE",
+                    "LAST UPLOAD", "LAST DOWNLOAD", "POLICY", "USE", "NEXT RUN", "WAITING FOR", "LAST ERROR",
                 ]
             ]
+            var why: [String] = []
             for (name, s) in services {
                 let p = s["replication"]
                 r.append([
                     name, yesNo(s["reachable"]), text(s["pendingRequests"]), text(s["held"]),
-                    text(s["inDoubt"]),
+                    text(s["waitingForCredentials"]), text(s["inDoubt"]),
                     text(s["errorArchive"]), text(s["lastUploadAt"]), text(s["lastDownloadAt"]),
                     text(p?["policy"]), use(p), text(s["nextSyncAt"]), waiting(p), text(s["lastError"]),
                 ])
+                for hold in s["credentialHolds"]?.arrayValue ?? [] {
+                    why.append(
+                        "\(name): requests of \(text(hold["writer"])) wait for credentials: the upstream answered "
+                            + "\(text(hold["status"])) at upload (since \(text(hold["since"]))); "
+                            + (hold["newerCredentialsOffered"]?.boolValue == true
+                                ? "newer credentials are being tried"
+                                : "a newer request from this writer with valid credentials releases them"))
+                }
+                if let last = s["lastUpload"], last != .null,
+                    let before = last["requestsBefore"]?.intValue,
+                    let after = last["requestsAfter"]?.intValue,
+                    before != after
+                {
+                    why.append("\(name): last upload prepared \(before) queued requests into \(after)")
+                }
+                if let last = s["lastDownload"], last != .null, let kind = last["kind"]?.stringValue {
+                    let removed = last["removed"].flatMap { $0 == .null ? nil : text($0) }
+                    why.append(
+                        "\(name): last download \(kind): \(text(last["changed"])) entities stored"
+                            + (removed.map { ", \($0) removed" } ?? "")
+                            + ", \(text(last["keptLocal"])) kept local, \(text(last["durationMs"])) ms")
+                }
             }
             out += table(r) + "\n"
+            for line in why { out += line + "\n" }
         }
         let policies = doc["policies"]?.objectValue ?? JSONObject()
         if !policies.keys.isEmpty {

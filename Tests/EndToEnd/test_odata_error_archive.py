@@ -191,7 +191,8 @@ def test_rejected_write_archived_later_held_other_uploaded_and_revert(gateway_fa
         table = run_cli(["status", "--config", str(gw.config_path)], timeout=30)
         assert table.returncode == 0 and "ERROR ARCHIVE" in table.stdout, table.stderr
         row = next(line for line in table.stdout.splitlines() if line.startswith("nw "))
-        assert row.split()[1:6] == ["yes", "2", "2", "0", "1"], row  # reachable, pending, held, in doubt, archived
+        # reachable, pending, held, waiting for credentials, in doubt, archived
+        assert row.split()[1:7] == ["yes", "2", "2", "0", "0", "1"], row
 
         # Revert: the held request goes, the mirror gets the upstream's entity back.
         r = requests.delete(gw.url(MOUNT + "ErrorArchive('nope')"), timeout=10)

@@ -338,8 +338,11 @@ def test_a_rejected_request_goes_to_the_error_archive_and_the_queue_goes_on(gate
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     time.sleep(0.3)
-    bad = {"ProductName": "Bad", "Discontinued": "notabool"}
+    # A valid payload (a wrong type is refused at once: issue 19 D2) whose key is taken upstream meanwhile.
+    bad = {"ProductID": 9999, "ProductName": "Bad", "Discontinued": False}
     assert requests.post(gw.url(MOUNT + "Products"), json=bad, headers=JSON_HEADERS, timeout=10).status_code == 201
+    taken = {"ProductID": 9999, "ProductName": "Taken", "Discontinued": False}
+    assert requests.post(up.root + "Products", json=taken, headers=JSON_HEADERS, timeout=10).status_code == 201
     good = {"ProductName": "Good", "Discontinued": False}
     assert requests.post(gw.url(MOUNT + "Products"), json=good, headers=JSON_HEADERS, timeout=10).status_code == 201
     st, _, body = request_upload(gw, timeout=30)

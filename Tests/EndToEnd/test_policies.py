@@ -532,6 +532,8 @@ def test_a_budgeted_odata_download_resumes_from_its_last_page(gateway_factory, t
     from upstreams.odata_northwind import ODataUpstream
 
     up = ODataUpstream(page_size=2, etags=True).start()
+    # Full reads only: a delta read is one unit, never staged (see the test below).
+    up.track_changes = False
     try:
         config = nw_config(up.root, routing="localFirst", policy="short")
         config["policies"] = {"short": {"activeInterval": "1s", "idleInterval": "1s", "maxRunDuration": "600ms"}}
@@ -565,6 +567,54 @@ def test_a_budgeted_odata_download_resumes_from_its_last_page(gateway_factory, t
         gets = [r for r in up.requests()[mark:] if r.method == "GET"]
         pages = [r for r in gets if not r.path.endswith("$metadata")]
         assert len(pages) <= 14, [(r.path, r.query) for r in pages]
+        events.close()
+    finally:
+        up.stop()
+
+
+def test_a_budgeted_run_applies_each_delta_read_whole_and_continues_with_the_next_request(gateway_factory, tmp_path):
+    """With change tracking, the download after the first is three delta reads: each is one unit (read and
+    stored at once, never staged), a run whose budget ends stops before the next defining request, and the
+    next run continues there without reading a delta again."""
+    from upstreams.odata_northwind import ODataUpstream
+
+    up = ODataUpstream(page_size=2, etags=True).start()
+    try:
+        config = nw_config(up.root, routing="localFirst", policy="short")
+        config["policies"] = {"short": {"activeInterval": "1s", "idleInterval": "1s", "maxRunDuration": "600ms"}}
+        config["dataDir"] = str(tmp_path / "data")
+        gw = gateway_factory(config)
+        wait_downloaded(gw, "nw", timeout=30)
+        assert wait_for(lambda: status_of(gw)["replication"]["lastRunOutcome"] == "completed", timeout=30)
+        assert status_of(gw)["lastDownload"]["kind"] == "full"
+        # Paused while the upstream changes, so that the next run's download reads the change.
+        st, _, _ = request("POST", gw.url("/_mirrorgate/policies/short/pause"))
+        assert st == 200
+        time.sleep(0.5)
+        r = requests.post(
+            up.root + "Products",
+            json={"ProductName": "Upstream Tea", "UnitPrice": 1, "Discontinued": False},
+            headers=JSON_HEADERS,
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        events = Events(gw)
+        up.delay = 0.25  # $metadata and each delta a quarter of a second: the three deltas take two runs
+        mark = len(up.requests())
+        st, _, _ = request("POST", gw.url("/_mirrorgate/policies/short/resume"))
+        assert st == 200
+        assert wait_for(lambda: requests.get(gw.url(MOUNT + "Products/$count"), timeout=10).text == "8", timeout=30)
+        assert wait_for(lambda: events.named("runDidFinish", service="nw", completed=True), timeout=30)
+        stopped = events.named("runBudgetReached", service="nw")
+        assert stopped and stopped[0]["pull"]["pages"] == 0, stopped  # stopped between two delta reads
+        gets = [r for r in up.requests()[mark:] if r.method == "GET" and not r.path.endswith("$metadata")]
+        deltas = [r.path.rsplit("/", 1)[-1] for r in gets if "deltatoken" in (r.path + "?" + r.query)]
+        # Each defining request read once, by its delta link, over both runs; nothing read in full.
+        assert sorted(deltas) == ["Customers", "Orders", "Products"], [(r.path, r.query) for r in gets]
+        assert len(gets) == 3, [(r.path, r.query) for r in gets]
+        last = status_of(gw)["lastDownload"]
+        assert last["kind"] == "delta" and last["changed"] >= 0, last
+        assert status_of(gw)["resumePending"] is False
         events.close()
     finally:
         up.stop()

@@ -668,18 +668,28 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
               storeEncryptionKey: null
         """
 
+    /// Every feature this table gated is implemented (sync windows and run budgets, the request-queue
+    /// options): the default table is empty, and the file parses with it.
+    @Test func everyGatedFeatureIsImplemented() throws {
+        #expect(MirrorgateConfiguration.unsupportedKeys.isEmpty)
+        let c = try parse(yaml)
+        #expect(c.policies["default"]?.maxRunDuration == .seconds(600))
+        #expect(c.odata.services["s"]?.enableRequestQueueOptimization == true)
+    }
+
     @Test func nonDefaultValuesAreRejected() {
-        let found = issues(yaml)
+        let table = [
+            "policies.*.window": "sync windows are not implemented",
+            "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
+        ]
+        let found = issues(yaml, unsupported: table)
         #expect(
-            found.map(\.keyPath) == [
-                "odata.services.s.enableRequestQueueOptimization", "odata.services.s.enableUndoLocalCreation",
-                "odata.services.s.enableTransactionBuilder",
-            ])
+            found.map(\.keyPath) == ["policies.default.window", "odata.services.s.enableTransactionBuilder"])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
-        #expect(found[0].line == 13)
+        #expect(found[0].line == 3)
         #expect(
-            found[0].description.hasPrefix(
-                "t.yaml:13: odata.services.s.enableRequestQueueOptimization: not supported in this version"))
+            found[0].description.hasPrefix("t.yaml:3: policies.default.window: not supported in this version")
+        )
     }
 
     @Test func individualErrorArchiveDeletionIsSupported() throws {
@@ -690,6 +700,20 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(c.odata.services["s"]?.enableIndividualErrorArchiveDeletion == true)
         #expect(c.odata.services["s"]?.uploadIfMatch == UploadIfMatch.omit)
         #expect(c.odata.services["s"]?.uploadCredentials == UploadCredentials.service)
+    }
+
+    /// Issue 16: the request-queue options are accepted with their documented defaults (false).
+    @Test func requestQueueOptionsAreSupported() throws {
+        let defaults = try parse("odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n")
+        let d = try #require(defaults.odata.services["s"])
+        #expect(
+            !d.enableRequestQueueOptimization && !d.enableUndoLocalCreation && !d.enableTransactionBuilder)
+        let c = try parse(
+            "odata:\n  services:\n    s:\n      upstream: http://u.example.com/\n"
+                + "      enableRequestQueueOptimization: true\n      enableUndoLocalCreation: true\n"
+                + "      enableTransactionBuilder: true\n")
+        let s = try #require(c.odata.services["s"])
+        #expect(s.enableRequestQueueOptimization && s.enableUndoLocalCreation && s.enableTransactionBuilder)
     }
 
     @Test func liftingAnEntryAcceptsTheKey() throws {

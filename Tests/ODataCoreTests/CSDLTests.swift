@@ -214,3 +214,42 @@ import Testing
         if let model = try? CSDLParser.parse(xxe) { #expect(model.entitySets.isEmpty) }
     }
 }
+
+/// `OnDelete` (issue 16, undo local creation): V4's child of the navigation property, V2's on the
+/// Association end the navigation starts from.
+@Test func onDeleteActionsAreRead() throws {
+    let v4 = try CSDLParser.parse(
+        """
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx"><edmx:DataServices>
+        <Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+        <EntityType Name="P"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+        <NavigationProperty Name="Kids" Type="Collection(S.K)" Partner="Parent"><OnDelete Action="Cascade"/></NavigationProperty>
+        </EntityType>
+        <EntityType Name="K"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+        <Property Name="PID" Type="Edm.Int32"/>
+        <NavigationProperty Name="Parent" Type="S.P" Partner="Kids"><ReferentialConstraint Property="PID" ReferencedProperty="ID"/></NavigationProperty>
+        </EntityType>
+        <EntityContainer Name="C"><EntitySet Name="Ps" EntityType="S.P"/><EntitySet Name="Ks" EntityType="S.K"/></EntityContainer>
+        </Schema></edmx:DataServices></edmx:Edmx>
+        """)
+    #expect(v4.navigationProperty(named: "Kids", in: "S.P")?.cascadesOnDelete == true)
+    #expect(v4.navigationProperty(named: "Parent", in: "S.K")?.onDelete == nil)
+    let v2 = try CSDLParser.parse(
+        """
+        <edmx:Edmx Version="1.0" xmlns:edmx="http://schemas.microsoft.com/ado/2007/06/edmx"
+          xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">
+        <edmx:DataServices m:DataServiceVersion="2.0"><Schema Namespace="S" xmlns="http://schemas.microsoft.com/ado/2008/09/edm">
+        <EntityType Name="P"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+        <NavigationProperty Name="Kids" Relationship="S.PK" FromRole="P" ToRole="K"/></EntityType>
+        <EntityType Name="K"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/>
+        <Property Name="PID" Type="Edm.Int32"/><NavigationProperty Name="Parent" Relationship="S.PK" FromRole="K" ToRole="P"/></EntityType>
+        <Association Name="PK"><End Type="S.P" Multiplicity="1" Role="P"><OnDelete Action="Cascade"/></End>
+        <End Type="S.K" Multiplicity="*" Role="K"/>
+        <ReferentialConstraint><Principal Role="P"><PropertyRef Name="ID"/></Principal>
+        <Dependent Role="K"><PropertyRef Name="PID"/></Dependent></ReferentialConstraint></Association>
+        <EntityContainer Name="C" m:IsDefaultEntityContainer="true"><EntitySet Name="Ps" EntityType="S.P"/>
+        <EntitySet Name="Ks" EntityType="S.K"/></EntityContainer></Schema></edmx:DataServices></edmx:Edmx>
+        """)
+    #expect(v2.navigationProperty(named: "Kids", in: "S.P")?.cascadesOnDelete == true)
+    #expect(v2.navigationProperty(named: "Parent", in: "S.K")?.cascadesOnDelete == false)
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import socket
+import struct
 import threading
 
 
@@ -90,6 +91,8 @@ class LoopbackProxy:
         from urllib.parse import urlsplit
 
         self.origin = origin.rstrip("/")
+        self.forwarded: dict[str, int] = {}
+        self._count_lock = threading.Lock()
         u = urlsplit(self.origin)
         self._host, self._port = u.hostname, u.port or 80
         self.port = port
@@ -154,6 +157,34 @@ class LoopbackProxy:
             return text.replace(self.origin.encode(), self.url.encode())
         return text.replace(self.origin, self.url)
 
+    def _read_and_forward(self, h):
+        """The request body of `h` read and the request sent to the origin: (status, reason, headers, body),
+        or None when the origin cannot be reached (the client's connection is then closed)."""
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n > 0 else b""
+        try:
+            answer = self._forward(h, body)
+        except OSError:
+            h.close_connection = True
+            return None
+        with self._count_lock:
+            self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
+        return answer
+
+    def _relay(self, h, status: int, reason: str, out: list, data: bytes) -> None:
+        """The origin's answer sent to the client of `h`, with the origin's URLs replaced by the proxy's."""
+        data = self.rewrite(data)
+        try:
+            h.send_response_only(status, reason)
+            for k, v in out:
+                h.send_header(k, self.rewrite(v))
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            if h.command != "HEAD":
+                h.wfile.write(data)
+        except OSError:
+            h.close_connection = True
+
 
 class ResponseDropper(LoopbackProxy):
     """Loopback HTTP proxy in front of one origin that loses responses after the upstream committed.
@@ -174,7 +205,6 @@ class ResponseDropper(LoopbackProxy):
         self.drop_first_of: str | None = None
         self._seen_keys: set[str] = set()
         self.dropped = 0
-        self.forwarded: dict[str, int] = {}
         self.garble: bytes | None = None
         self._lock = threading.Lock()
         super().__init__(origin, port)
@@ -184,15 +214,10 @@ class ResponseDropper(LoopbackProxy):
             self.drop = n
 
     def _handle(self, h) -> None:
-        n = int(h.headers.get("Content-Length") or 0)
-        body = h.rfile.read(n) if n > 0 else b""
-        try:
-            status, reason, out, data = self._forward(h, body)
-        except OSError:
-            h.close_connection = True
+        answer = self._read_and_forward(h)
+        if answer is None:
             return
         with self._lock:
-            self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
             key = h.headers.get(self.drop_first_of) if self.drop_first_of else None
             if h.command not in self.methods:
                 lose = False
@@ -214,12 +239,108 @@ class ResponseDropper(LoopbackProxy):
                 except OSError:
                     pass
             return
-        data = self.rewrite(data)
-        h.send_response_only(status, reason)
-        for k, v in out:
-            h.send_header(k, self.rewrite(v))
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        if h.command != "HEAD":
-            h.wfile.write(data)
+        self._relay(h, *answer)
 
+
+
+class FaultInjector(LoopbackProxy):
+    """Loopback HTTP proxy in front of one origin that fails on purpose before the origin sees a request:
+
+    - `status_for[method] = status` answers requests of that method with `status` (an OData error body,
+      `Retry-After: 1` for 503 and 429) without forwarding them;
+    - `fetch_gate` (a threading.Event): a CSRF token fetch (`X-CSRF-Token: Fetch`) waits for it, at most
+      `gate_limit` seconds, before it is forwarded (a slow upstream session).
+
+    Everything else is forwarded. Counters: `forwarded` (per method), `injected` (per status), `fetches`.
+    """
+
+    def __init__(self, origin: str, port: int = 0):
+        self.status_for: dict[str, int] = {}
+        self.fetch_gate: threading.Event | None = None
+        self.gate_limit = 20.0
+        self.injected: dict[int, int] = {}
+        self.fetches = 0
+        self._lock = threading.Lock()
+        super().__init__(origin, port)
+
+    def _handle(self, h) -> None:
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n > 0 else b""
+        with self._lock:
+            status = self.status_for.get(h.command)
+            gate = self.fetch_gate
+        if status is not None:
+            with self._lock:
+                self.injected[status] = self.injected.get(status, 0) + 1
+            data = b'{"error":{"code":"Injected","message":"injected failure"}}'
+            h.send_response_only(status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            if status in (429, 503):
+                h.send_header("Retry-After", "1")
+            h.end_headers()
+            h.wfile.write(data)
+            return
+        if (h.headers.get("X-CSRF-Token") or "").lower() == "fetch":
+            with self._lock:
+                self.fetches += 1
+            if gate is not None:
+                gate.wait(self.gate_limit)
+        try:
+            answer = self._forward(h, body)
+        except OSError:
+            h.close_connection = True
+            return
+        with self._count_lock:
+            self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
+        self._relay(h, *answer)
+
+
+UPLOAD_FAULTS = {
+    "garbage": b"\x00\xff\xfe not http at all\r\n\r\n",
+    "header-without-colon": b"HTTP/1.1 201 Created\r\nContent-Type application/json\r\n\r\n{}",
+    "nul-in-header": b"HTTP/1.1 201 Created\r\nX-Bad: a\x00b\r\nContent-Length: 2\r\n\r\n{}",
+    "truncated-body": b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{"ProductID":',
+    "truncated-head": b"HTTP/1.1 201 Crea",
+    "silence": b"",
+    "reset": b"",
+}
+
+
+class SeededUploadFaults(LoopbackProxy):
+    """Loopback HTTP proxy in front of one origin that lets the origin commit every modifying request and
+    then, for a seeded share (`rate`) of them, answers the sender with one of `UPLOAD_FAULTS` instead of
+    the origin's answer: bytes that are not well-formed HTTP (garbage, a header without a colon, a NUL in
+    a header, a truncated head or body), nothing (silence), or a TCP reset. The choice depends only on the
+    seed and the order of requests. Counters: `faults` (per kind), `forwarded` (per method)."""
+
+    def __init__(self, origin: str, seed: str, rate: float = 0.35, port: int = 0):
+        import random as _random
+
+        self.rng = _random.Random(seed)
+        self.rate = rate
+        self.faults: dict[str, int] = {}
+        self._lock = threading.Lock()
+        super().__init__(origin, port)
+
+    def _handle(self, h) -> None:
+        answer = self._read_and_forward(h)
+        if answer is None:
+            return
+        with self._lock:
+            fault = None
+            if h.command in MODIFYING and self.rng.random() < self.rate:
+                fault = self.rng.choice(sorted(UPLOAD_FAULTS))
+                self.faults[fault] = self.faults.get(fault, 0) + 1
+        if fault is not None:
+            h.close_connection = True
+            try:
+                if fault == "reset":
+                    h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                elif UPLOAD_FAULTS[fault]:
+                    h.wfile.write(UPLOAD_FAULTS[fault])
+                    h.wfile.flush()
+            except OSError:
+                pass
+            return
+        self._relay(h, *answer)

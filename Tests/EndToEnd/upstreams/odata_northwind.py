@@ -43,11 +43,14 @@ MOUNT = "/nw.svc"
 
 
 class Provider(CsdlAbstractEdmProvider):
-    def __init__(self, constraints: bool = True):
+    def __init__(self, constraints: bool = True, cascade: bool = False):
         super().__init__()
         # Without constraints, Order.Customer declares no ReferentialConstraint (as many real services):
         # the gateway can only learn the relationship from the links an $expand shows.
         self.constraints = constraints
+        # With cascade, Customer.Orders declares <OnDelete Action="Cascade"/> (the metadata only: the
+        # in-memory store does not delete the orders itself).
+        self.cascade = cascade
 
     def get_schemas(self):
         customer = CsdlEntityType(
@@ -60,7 +63,13 @@ class Provider(CsdlAbstractEdmProvider):
                 CsdlProperty(name="Country", type="Edm.String"),
             ],
             navigation_properties=[
-                CsdlNavigationProperty(name="Orders", type=f"{NS}.Order", collection=True, partner="Customer"),
+                CsdlNavigationProperty(
+                    name="Orders",
+                    type=f"{NS}.Order",
+                    collection=True,
+                    partner="Customer",
+                    on_delete="Cascade" if self.cascade else None,
+                ),
             ],
         )
         product = CsdlEntityType(
@@ -143,9 +152,11 @@ PRODUCTS = [
 ORDERS = [(10248, "ALFKI", 4, "32.38"), (10249, "ALFKI", 5, "11.61"), (10250, "BONAP", 8, "65.83")]
 
 
-def build_app(page_size: int | None = 5, etags: bool = True, constraints: bool = True) -> ODataWSGIApp:
+def build_app(
+    page_size: int | None = 5, etags: bool = True, constraints: bool = True, cascade: bool = False
+) -> ODataWSGIApp:
     odata = OData.new_instance()
-    handler = odata.create_handler(odata.create_service_metadata(Provider(constraints)))
+    handler = odata.create_handler(odata.create_service_metadata(Provider(constraints, cascade)))
     store = InMemoryDataStore()
     custs = [
         _ent(
@@ -221,16 +232,19 @@ class ODataUpstream:
         constraints: bool = True,
         host: str = "127.0.0.1",
         origin: str | None = None,
+        cascade: bool = False,
         app=None,
         mount: str = MOUNT,
     ):
         """host: the address to bind (0.0.0.0 in a container); origin: the canonical origin its absolute
         URLs use (default http://127.0.0.1:PORT; in a compose network, the name the gateway calls it by);
-        app and mount: another odatapy WSGI app served the same way (the Shop upstream)."""
-        self.app = app or build_app(page_size=page_size, etags=etags, constraints=constraints)
+        cascade: Customer.Orders declares OnDelete Cascade; app and mount: another odatapy WSGI app served the
+        same way (the Shop upstream)."""
+        self.app = app or build_app(page_size=page_size, etags=etags, constraints=constraints, cascade=cascade)
         self.records: list[ODataRecord] = []
         self.lock = threading.Lock()
         self.delay = 0.0  # seconds before answering a GET (a slow upstream)
+        self.track_changes = True  # False: `Prefer: odata.track-changes` is ignored (no delta links)
         self.httpd = make_server(host, port, self._wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
         self.port = self.httpd.server_address[1]
         self.origin = origin or f"http://127.0.0.1:{self.port}"
@@ -257,6 +271,9 @@ class ODataUpstream:
             self.records.append(rec)
         if self.delay and rec.method == "GET":
             time.sleep(self.delay)
+        if not self.track_changes and "HTTP_PREFER" in environ:
+            kept = [p for p in environ["HTTP_PREFER"].split(",") if p.strip().lower() != "odata.track-changes"]
+            environ["HTTP_PREFER"] = ",".join(kept)
         # A real upstream knows its own name: build absolute URLs from the canonical origin.
         environ["HTTP_HOST"] = self.origin.split("://", 1)[1]
 
