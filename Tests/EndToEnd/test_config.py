@@ -84,17 +84,14 @@ def test_unsupported_key_rejected(tmp_path):
     p = write(
         tmp_path,
         """
-        odata:
-          services:
-            X:
-              mount: /odata/x/
-              upstream: http://127.0.0.1:9/x/
-              enableTransactionBuilder: true
+        policies:
+          p:
+            maxRunDuration: 5s
         """,
     )
     code, out = check(p)
     assert code == 2, out
-    assert_error_at(out, p, 6, "enableTransactionBuilder", "not supported in this version")
+    assert_error_at(out, p, 3, "maxRunDuration", "not supported in this version")
 
 
 def test_store_encryption_keys_are_checked(tmp_path):
