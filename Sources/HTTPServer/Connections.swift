@@ -97,7 +97,11 @@ final class PendingCount: @unchecked Sendable {
 ///   scope if it has been pending for at least `slowAfter` (a head arrives within milliseconds on a
 ///   working connection: one pending that long is idle or slow); if there is none, the new connection is
 ///   refused. Connections that become pending again after a response (kept alive) are trimmed to the
-///   limits the same way, oldest first, once slow.
+///   limits the same way, oldest first, once slow; until then their address may hold more than its
+///   limit, so a new connection beyond the total limit first closes the oldest pending connection of an
+///   address beyond its own limit, however young (else one address whose requests complete, and whose
+///   connections are then kept alive, could fill the total limit alone and keep every other address out
+///   until they are slow).
 ///
 /// Pure bookkeeping (time is passed in), so that it can be tested without sockets; the server calls it
 /// under one lock and shuts down the connections it returns while still holding that lock.
@@ -133,7 +137,12 @@ struct PendingTable {
             close.append(victim)
         }
         if pendingCount >= totalLimit {
-            guard let victim = oldestSlow(now: now, of: nil) else { return (false, close) }
+            // An address beyond its own limit (kept-alive connections pending again after their
+            // responses) pays first, however young its connections: otherwise one address could fill
+            // the total limit on its own and refuse every other address until its connections are slow.
+            guard let victim = oldestBeyondAddressLimit() ?? oldestSlow(now: now, of: nil) else {
+                return (false, close)
+            }
             shut(victim)
             close.append(victim)
         }
@@ -203,6 +212,17 @@ struct PendingTable {
     private func age(_ slot: ConnectionSlot, _ now: UInt64) -> UInt64 {
         let since = slot.pendingSince!
         return now > since ? now - since : 0
+    }
+
+    /// The oldest pending connection of an address holding more than `perAddressLimit` pending ones.
+    private func oldestBeyondAddressLimit() -> ConnectionSlot? {
+        var oldest: ConnectionSlot?
+        for slot in open.values where slot.pendingSince != nil {
+            guard let c = slot.addressPending, c.pending > perAddressLimit else { continue }
+            if let o = oldest, o.pendingSince! <= slot.pendingSince! { continue }
+            oldest = slot
+        }
+        return oldest
     }
 
     private func oldestSlow(now: UInt64, of peer: PeerAddress?) -> ConnectionSlot? {

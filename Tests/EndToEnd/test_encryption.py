@@ -194,7 +194,7 @@ def test_rekey_rotates_encrypts_and_refuses_a_running_gateway(gateway_factory, o
     gw = gateway_factory(plain)
     wait_downloaded(gw, "nw")
     odata_upstream.stop()
-    r = requests.post(gw.url(MOUNT + "Products"), json={"ProductName": f"{MARKER} kept"}, headers=JSON_HEADERS, timeout=10)
+    r = requests.post(gw.url(MOUNT + "Products"), json={"ProductName": f"{MARKER} kept", "Discontinued": False}, headers=JSON_HEADERS, timeout=10)
     assert r.status_code == 201, r.text
     # Not while the gateway runs.
     first = write_config(tmp_path / "first.yaml", deep_merge(plain, {"algolia": {"storeEncryptionKey": ALGOLIA_KEY}}))

@@ -128,7 +128,7 @@ def test_oldest_queued_odata_request_age(gateway_factory, odata_upstream):
     st, _, body = request(
         "PATCH",
         gw.url("/odata/nw/Customers('ALFKI')"),
-        body=b'{"ContactName":"Queued"}',
+        body=b'{"CompanyName":"Queued"}',
         headers={"Content-Type": "application/json", "Accept": "application/json"},
     )
     assert st in (200, 204), body

@@ -107,6 +107,24 @@ import Testing
         #expect(t.pending(from: a) == 2)
     }
 
+    @Test func anAddressWhoseKeptAliveConnectionsFillTheTotalLimitDoesNotKeepAnotherOut() {
+        // As measured under a slowloris whose trickled bytes sometimes complete a head: an address's
+        // requests start and end (kept alive, pending again with a fresh clock) while it fills its
+        // per-address limit with new connections, so it alone holds the total limit, none of it slow.
+        var t = table(perAddress: 8, total: 16)
+        let first = (0..<8).map { i in open(&t, a, at: UInt64(i))! }
+        for s in first { t.requestStarted(s) }
+        let second = (0..<8).map { i in open(&t, a, at: self.second / 4 + UInt64(i))! }
+        for s in first { t.requestEnded(s, now: self.second / 4 + 10) }
+        #expect(t.pending(from: a) == 16 && t.pendingCount == 16)
+        let decision = t.admit(b, now: self.second / 2)
+        #expect(decision.admit, "an address with nothing pending is refused")
+        #expect(decision.close.count == 1 && decision.close[0] === second[0], "the oldest pending of a")
+        #expect(t.pending(from: a) == 15)
+        #expect(
+            open(&t, a, at: self.second / 2 + 1) == nil, "a stays refused while its connections are young")
+    }
+
     @Test func addressesPrintAsIPs() {
         #expect(a.description == "127.0.0.2")
         #expect(PeerAddress(family: 6, high: 0, low: 1).description == "0:0:0:0:0:0:0:1")
