@@ -76,11 +76,19 @@ let package = Package(
         .target(
             name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strict),
+        // Replication policies: the one scheduler of every sync, upload and download (below both APIs).
+        .target(
+            name: "Replication",
+            dependencies: [
+                "GatewaySupport", "GatewayConfig", "Storage", "JSONCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
         .target(
             name: "AlgoliaGateway",
             dependencies: [
                 "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "SearchEngine",
-                "GatewayConfig",
+                "GatewayConfig", "Replication",
                 "JSONCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -91,7 +99,7 @@ let package = Package(
             name: "ODataGateway",
             dependencies: [
                 "HTTPCore", "GatewaySupport", "Upstream", "Proxying", "Storage", "GatewayConfig", "JSONCore",
-                "ODataCore",
+                "ODataCore", "Replication",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -113,6 +121,7 @@ let package = Package(
             dependencies: [
                 "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
                 "AlgoliaGateway", "ODataGateway", "ODataCore", "JSONCore", "SearchEngine", "Observability",
+                "Replication", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -172,6 +181,10 @@ let package = Package(
             name: "SearchEngineTests", dependencies: ["SearchEngine", "JSONCore", "MirrorgateTesting"],
             swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "ReplicationTests",
+            dependencies: ["Replication", "GatewayConfig", "GatewaySupport", "JSONCore", "Storage"],
+            swiftSettings: strict),
         .testTarget(
             name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore"], swiftSettings: strict),
         .testTarget(

@@ -3,6 +3,7 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import Replication
 import SearchEngine
 import Storage
 import Upstream
@@ -27,6 +28,10 @@ public final class AlgoliaService: Sendable {
     public let coordinator: MirrorCoordinator
     /// The keys the upstream accepted.
     public let keys: KeyMemory
+    /// The scheduler of the mirrors' syncs (shared with the OData services).
+    public let replication: ReplicationScheduler
+    /// One replication per mirrored index (none when the gateway cannot sync).
+    public let replicationJobs: [ReplicationJob]
     private let strategies: RequestStrategies
     private let builds: ManualBuilds
     private let pool: WorkerPool
@@ -35,13 +40,15 @@ public final class AlgoliaService: Sendable {
 
     /// The service over Algolia's real hosts: forwarding on `loop`, syncs and probes with `client`.
     /// `store` holds the indices (nil when no index is offline or mirrored), `state` the remembered keys
-    /// and the sync state; `events` receives the admin API's events. With `previous` (a configuration
-    /// reload) its upstream (when the forwarding settings are the same), worker pool, remembered keys,
-    /// mirrors and offline indices are kept; stop `previous` once this one is in place.
+    /// and the sync state; `events` receives the admin API's events; `replication` schedules the syncs.
+    /// With `previous` (a configuration reload) its upstream (when the forwarding settings are the same),
+    /// worker pool, remembered keys, mirrors and offline indices are kept, and the mirrors' jobs are not
+    /// registered (the reload passes ``replicationJobs`` to the scheduler once every service is built);
+    /// stop `previous` once this one is in place.
     public convenience init(
         configuration: MirrorgateConfiguration, loop: CurlLoop, client: UpstreamClient, store: IndexStore?,
-        state: DatabasePool?, events: @escaping @Sendable (String, JSON) -> Void,
-        previous: AlgoliaService? = nil
+        state: DatabasePool?, replication: ReplicationScheduler,
+        events: @escaping @Sendable (String, JSON) -> Void, previous: AlgoliaService? = nil
     ) throws(AlgoliaSetupError) {
         let a = configuration.algolia
         var forwarder: (any AlgoliaUpstream)?
@@ -60,7 +67,8 @@ public final class AlgoliaService: Sendable {
         try self.init(
             configuration: configuration, upstream: forwarder,
             fetcher: MirrorFetcher.configured(configuration, client: client), store: store, state: state,
-            pool: previous?.pool ?? WorkerPool(threads: 4, name: "mg-local"), events: events,
+            pool: previous?.pool ?? WorkerPool(threads: 4, name: "mg-local"), replication: replication,
+            events: events,
             replay: HostsReplayTransport(
                 hosts: a.effectiveHosts, client: client, connectTimeout: a.connectTimeout,
                 timeout: a.writeTimeout),
@@ -68,11 +76,12 @@ public final class AlgoliaService: Sendable {
     }
 
     /// The service over any upstream (tests script one); `fetcher` nil disables syncs, `replay` nil the
-    /// replay of queued mirrored-index writes. `logger` gets the index and build events, `syncLogger` the
-    /// syncs'.
+    /// replay of queued mirrored-index writes. Each mirrored index is registered with `replication` (a
+    /// scheduler of its own, not started, when nil: syncs then run only when asked). `logger` gets the
+    /// index and build events, `syncLogger` the syncs'.
     public init(
         configuration: MirrorgateConfiguration, upstream: (any AlgoliaUpstream)?, fetcher: MirrorFetcher?,
-        store: IndexStore?, state: DatabasePool?, pool: WorkerPool,
+        store: IndexStore?, state: DatabasePool?, pool: WorkerPool, replication: ReplicationScheduler? = nil,
         events: @escaping @Sendable (String, JSON) -> Void,
         logger: Logger = Logger(label: "mirrorgate.algolia"),
         syncLogger: Logger = Logger(label: "mirrorgate.sync"),
@@ -100,6 +109,21 @@ public final class AlgoliaService: Sendable {
             throw error
         } catch {
             throw AlgoliaSetupError(description: "cannot prepare the mirrored indices: \(error)")
+        }
+        let replication =
+            replication ?? ReplicationScheduler(policies: configuration.policies, store: nil, events: events)
+        self.replication = replication
+        replicationJobs = coordinator.replicationJobs(configuration: configuration)
+        if previous == nil {
+            for job in replicationJobs { replication.register(job) }
+        }
+        if let upstream, upstream.reachability !== previous?.upstream?.reachability {
+            // The mirrors registered when it changes (a reload may add or drop some).
+            upstream.reachability.onChange { up in
+                for id in replication.jobIDs where id.hasPrefix("algolia:") {
+                    replication.reachabilityChanged(id, reachable: up)
+                }
+            }
         }
         catalog = LocalCatalog(offline: offline, mirrors: coordinator.mirrors)
         let local = LocalAlgolia(
@@ -131,7 +155,7 @@ public final class AlgoliaService: Sendable {
                         onDrained: { name in
                             guard let mirror = coordinator.mirrors[name] else { return }
                             mirror.holdSyncs(false)
-                            coordinator.launch(mirror)
+                            replication.requestRun("algolia:\(name)")
                         })
                 }
                 writes = LocalWrites(
@@ -146,25 +170,25 @@ public final class AlgoliaService: Sendable {
         }
     }
 
-    /// Starts background work (the sync scheduler, the replay of queued writes); call once the server
-    /// listens.
+    /// Starts background work (the replay of queued writes; syncs are the replication scheduler's); call
+    /// once the server listens.
     public func start() {
-        coordinator.start()
+        coordinator.applyAdoptedSettings()
         writes?.queue?.start()
     }
 
-    /// Stops the sync scheduler, the replay, the writer (after the writes it has) and the upstream's
-    /// probe (at shutdown).
+    /// Stops the replay, the writer (after the writes it has) and the upstream's probe (at shutdown; the
+    /// replication scheduler is stopped by its owner).
     public func stop() {
         retire()
         upstream?.reachability.stop()
     }
 
-    /// Stops what this service runs in the background when a configuration reload replaces it: the sync
-    /// scheduler, the replay of queued writes and the writer (after the writes it has). The upstream's
-    /// probe is left running (the service that replaces it may share it).
+    /// Stops what this service runs in the background when a configuration reload replaces it: the replay
+    /// of queued writes and the writer (after the writes it has). Its mirrors' syncs are the replication
+    /// scheduler's (the reload gives it the new service's jobs). The upstream's probe is left running
+    /// (the service that replaces it may share it).
     public func retire() {
-        coordinator.stop()
         writes?.queue?.stop()
         writes?.writer.stop()
     }
@@ -229,6 +253,9 @@ public final class AlgoliaService: Sendable {
                 }
                 status["replicas"] = .object(replicas)
             }
+            let replication = self.replication.status("algolia:\(name)")
+            status["nextSyncAt"] = replication?["nextRunAt"] ?? .null
+            status["replication"] = replication ?? .null
             indices[name] = .object(status)
         }
         for name in catalog.offline.names {
@@ -269,12 +296,40 @@ public final class AlgoliaService: Sendable {
         case started
     }
 
-    /// Starts a sync of the mirrored index `name` (`POST /_mirrorgate/algolia/indices/{i}/sync`).
+    /// Starts a sync of the mirrored index `name` (`POST /_mirrorgate/algolia/indices/{i}/sync`): a
+    /// manual run of its replication (no window, condition, pause or budget applies).
     public func sync(
         _ name: String, completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)?
     ) -> SyncLaunch {
         guard let mirror = coordinator.mirrors[name] else { return .unknownIndex }
-        return coordinator.launch(mirror, completion: completion) ? .started : .alreadyRunning
+        if mirror.isSyncing { return .alreadyRunning }
+        let id = "algolia:\(name)"
+        if !replication.jobIDs.contains(id) {
+            // No job: the gateway cannot sync (no appId, apiKey or hosts); the run says why.
+            let outcome = coordinator.run(mirror, .unscheduled())
+            if case .failed(let message) = outcome { completion?(.failure(SyncError(description: message))) }
+            return .started
+        }
+        let result = replication.trigger(id) { outcome in
+            switch outcome {
+            case .completed:
+                let stats =
+                    mirror.lastStats ?? SyncStats(objects: 0, pages: 0, fetchMs: 0, buildMs: 0, durationMs: 0)
+                completion?(.success(stats))
+            case .failed(let message): completion?(.failure(SyncError(description: message)))
+            case .stopped(let details):
+                completion?(
+                    .failure(
+                        SyncError(description: details["message"]?.stringValue ?? "stopped", stopped: true)))
+            case .busy:
+                completion?(.failure(SyncError(description: "a sync or build of \(name) is already running")))
+            }
+        }
+        switch result {
+        case .started: return .started
+        case .alreadyRunning: return .alreadyRunning
+        case .unknown: return .unknownIndex
+        }
     }
 
     /// A manual build of the mirrored index `name` from an admin request's body

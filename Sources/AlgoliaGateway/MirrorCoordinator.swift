@@ -3,15 +3,17 @@ import GatewayConfig
 import GatewaySupport
 import JSONCore
 import Logging
+import Replication
 import SearchEngine
 import Storage
 import Synchronization
 import Upstream
 
 /// Keeps the mirrored Algolia indices (`algolia.indices.NAME` with `mirrored: true`) in sync: loads each
-/// stored version at start (or builds it from its bootstrap files), syncs at start when due, on schedule,
-/// when the upstream becomes reachable again, and on admin request; never two syncs of one index at once.
-/// A failed sync leaves the previous version answering and retries with backoff and jitter.
+/// stored version at start (or builds it from its bootstrap files) and runs their syncs — when, is the
+/// replication scheduler's decision (each index is one ``ReplicationJob`` of its policy, see
+/// ``replicationJobs(configuration:)``); never two syncs of one index at once. A failed or stopped sync
+/// leaves the previous version answering; a stopped one resumes from its last stored page.
 public final class MirrorCoordinator: Sendable {
     /// The mirrored indices by name.
     public let mirrors: [String: MirroredIndex]
@@ -23,12 +25,8 @@ public final class MirrorCoordinator: Sendable {
     private let reachability: ReachabilityTracker?
     private let events: @Sendable (String, JSON) -> Void
     private let logger: Logger
-    /// The scheduler's periodic check, cancelled by `stop`.
-    private let ticker = Mutex<ScheduledWork?>(nil)
-    /// Set by `stop`: a reachability observer of a stopped coordinator (after a reload) does nothing.
-    private let stopped = Atomic<Bool>(false)
-    /// Mirrors kept from the coordinator this one replaces, with their new settings (applied by `start`,
-    /// so that a reload that fails later leaves them as they were).
+    /// Mirrors kept from the coordinator this one replaces, with their new settings (applied by
+    /// ``applyAdoptedSettings()``, so that a reload that fails later leaves them as they were).
     private let adopted: [(MirroredIndex, MirrorSettings)]
     /// Index names a replica may not take (configured mirrored or offline indices answer as themselves).
     let reservedNames: Set<String>
@@ -66,7 +64,6 @@ public final class MirrorCoordinator: Sendable {
         var built: [String: MirroredIndex] = [:]
         var adopted: [(MirroredIndex, MirrorSettings)] = []
         for (name, index) in a.indices.sorted(by: { $0.key < $1.key }) where index.mirrored {
-            let policy = configuration.policy(named: index.policy)
             let selections = index.dataSelectionQueries.map { q -> DataSelection in
                 var params = JSONObject()
                 if let text = q.params {
@@ -82,8 +79,7 @@ public final class MirrorCoordinator: Sendable {
                 name: name, strategy: index.requestStrategy,
                 offlineFallbackTimeout: index.offlineFallbackTimeout,
                 preventiveDelay: index.preventiveOfflineSearchDelay, selections: selections,
-                delayBetweenSyncs: min(index.delayBetweenSyncs, policy.idleInterval),
-                retryInitial: policy.retry.initial, retryMax: policy.retry.max)
+                delayBetweenSyncs: index.delayBetweenSyncs)
             if let kept = previous[name] {
                 adopted.append((kept, settings))
                 built[name] = kept
@@ -124,48 +120,45 @@ public final class MirrorCoordinator: Sendable {
                     """)
         ])
 
-    /// Starts the scheduler (a timer that checks every 250 ms what is due; syncs run on threads of their
-    /// own), and syncs every mirror whose last run failed as soon as the upstream is reachable again.
-    public func start() {
+    /// One job per mirrored index for the replication scheduler: its policy, `delayBetweenSyncs` as the
+    /// cap of the in-use interval, the upstream's reachability, and a sync as its run. No job when the
+    /// gateway cannot sync (no appId, apiKey or hosts).
+    public func replicationJobs(configuration: MirrorgateConfiguration) -> [ReplicationJob] {
+        guard fetcher != nil else { return [] }
+        return mirrors.values.sorted { $0.settings.name < $1.settings.name }.map { mirror in
+            let name = mirror.settings.name
+            return ReplicationJob(
+                api: .algolia, name: name, policy: configuration.algolia.indices[name]?.policy ?? "default",
+                activeIntervalCap: configuration.algolia.indices[name]?.delayBetweenSyncs
+                    ?? mirror.settings.delayBetweenSyncs,
+                lastSuccess: mirror.lastSuccessfulSyncAt,
+                usage: mirror.usage, isReachable: { [reachability] in reachability?.isReachable ?? true },
+                urgency: { mirror.needsSync ? .required : .none }, isHeld: { mirror.syncsHeld },
+                run: { [self] context in run(mirror, context) })
+        }
+    }
+
+    /// Gives the mirrors kept from the coordinator this one replaces (a configuration reload) their new
+    /// settings; called once the new service is in place.
+    public func applyAdoptedSettings() {
         for (mirror, settings) in adopted { mirror.update(settings: settings) }
-        guard !mirrors.isEmpty, fetcher != nil else { return }
-        reachability?.onChange { [self] up in
-            guard up, !stopped.load(ordering: .relaxed) else { return }
-            for mirror in mirrors.values where mirror.lastRunFailed || mirror.isSyncDue() { launch(mirror) }
-        }
-        let work = Scheduler.shared.repeating(every: .milliseconds(250)) { [self] in
-            for mirror in mirrors.values.sorted(by: { $0.settings.name < $1.settings.name })
-            where mirror.isSyncDue() && (reachability?.isReachable ?? true) {
-                launch(mirror)
-            }
-        }
-        ticker.withLock { $0 = work }
     }
 
-    /// Stops scheduling syncs (a sync already running finishes).
-    public func stop() {
-        stopped.store(true, ordering: .relaxed)
-        ticker.withLock { $0?.cancel() }
-    }
-
-    /// Starts a sync in the background; false if one is running.
-    @discardableResult
-    public func launch(
-        _ mirror: MirroredIndex, completion: (@Sendable (Result<SyncStats, SyncError>) -> Void)? = nil
-    ) -> Bool {
-        guard mirror.beginSync() else { return false }
-        let thread = Thread { [self] in
-            let result = self.run(mirror)
-            completion?(result)
+    /// One sync of `mirror` as a replication run (blocking): `.busy` when a sync or build holds the
+    /// index, `.stopped` when the run had to stop (its last page stored, the old version answering).
+    public func run(_ mirror: MirroredIndex, _ context: RunContext) -> RunOutcome {
+        guard mirror.beginSync() else { return .busy }
+        switch run(mirror, context: context) {
+        case .success(let stats): return .completed(stats.json)
+        case .failure(let error) where error.stopped:
+            return .stopped(["message": .string(error.description)])
+        case .failure(let error): return .failed(error.description)
         }
-        thread.name = "mg-sync-\(mirror.settings.name)"
-        thread.start()
-        return true
     }
 
-    private func run(_ mirror: MirroredIndex) -> Result<SyncStats, SyncError> {
+    private func run(_ mirror: MirroredIndex, context: RunContext) -> Result<SyncStats, SyncError> {
         let name = mirror.settings.name
-        events("syncDidStart", ["index": .string(name)])
+        events("syncDidStart", ["index": .string(name), "resumed": .bool(context.resumed)])
         let start = ContinuousClock.now
         guard let fetcher else {
             let error = SyncError(description: "algolia.appId, apiKey and hosts are needed to sync")
@@ -173,9 +166,12 @@ public final class MirrorCoordinator: Sendable {
             return .failure(error)
         }
         do {
-            let fetched = try fetcher.fetch(mirror.settings, checkpoints: checkpoints) { [events] objects in
-                events("syncProgress", ["index": .string(name), "objects": .int(Int64(objects))])
-            }
+            let fetched = try fetcher.fetch(
+                mirror.settings, checkpoints: checkpoints,
+                progress: { [events] objects in
+                    events("syncProgress", ["index": .string(name), "objects": .int(Int64(objects))])
+                    context.progress(["objects": .int(Int64(objects))])
+                }, shouldStop: { context.shouldStop })
             let fetchDone = ContinuousClock.now
             events("buildDidStart", ["index": .string(name)])
             let version: MirrorVersion
@@ -211,6 +207,16 @@ public final class MirrorCoordinator: Sendable {
                 "sync finished",
                 metadata: ["index": "\(name)", "objects": "\(stats.objects)", "ms": "\(stats.durationMs)"])
             return .success(stats)
+        } catch let error as SyncError where error.stopped {
+            mirror.endSync(.failure(error))
+            events(
+                "syncDidFinish",
+                [
+                    "index": .string(name), "stopped": true,
+                    "error": .string("\(error.description); the next run resumes from there"),
+                ])
+            logger.info("sync stopped", metadata: ["index": "\(name)", "at": "\(error.description)"])
+            return .failure(error)
         } catch let error as SyncError {
             if error.description.hasPrefix("upstream unavailable") {
                 reachability?.reportFailure(error.description)

@@ -72,19 +72,23 @@ public struct MirrorFetcher: Sendable {
     }
 
     /// Fetches everything for `settings.name`; `progress` is called after each page with the object count.
+    /// `shouldStop` is asked after each stored page: when it says so, the fetch throws a ``SyncError``
+    /// with `stopped` set and the next fetch resumes from that page (with `checkpoints`).
     public func fetch(
         _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)? = nil,
-        progress: (Int) -> Void = { _ in }
+        progress: (Int) -> Void = { _ in }, shouldStop: () -> Bool = { false }
     ) throws(SyncError) -> FetchedMirror {
         let metadata = try metadata(settings.name)
-        let (records, pages) = try fetchRecords(settings, checkpoints: checkpoints, progress: progress)
+        let (records, pages) = try fetchRecords(
+            settings, checkpoints: checkpoints, progress: progress, shouldStop: shouldStop)
         let replicas = try replicas(of: settings.name, primary: metadata.settings)
         return FetchedMirror(metadata: metadata, records: records, pages: pages, replicas: replicas)
     }
 
     /// The records of every data selection, and the number of browse pages fetched.
     private func fetchRecords(
-        _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)?, progress: (Int) -> Void
+        _ settings: MirrorSettings, checkpoints: (any SyncCheckpointStore)?, progress: (Int) -> Void,
+        shouldStop: () -> Bool
     ) throws(SyncError) -> ([JSON], Int) {
         let name = FormCodec.percentEncode(settings.name)
         var order: [String] = []
@@ -119,7 +123,8 @@ public struct MirrorFetcher: Sendable {
                     if resumedCursor && !error.description.hasPrefix("upstream unavailable") {
                         // The stored cursor is no longer valid: start over cleanly.
                         checkpoints?.clear(settings.settingsKey)
-                        return try fetchRecords(settings, checkpoints: checkpoints, progress: progress)
+                        return try fetchRecords(
+                            settings, checkpoints: checkpoints, progress: progress, shouldStop: shouldStop)
                     }
                     throw error
                 }
@@ -142,6 +147,10 @@ public struct MirrorFetcher: Sendable {
                         fetched: more ? fetched : 0, pages: pages),
                     page: hits)
                 guard more, let cursor else { break }
+                if shouldStop() {
+                    throw SyncError(
+                        description: "stopped after \(pages) pages (\(records.count) objects)", stopped: true)
+                }
                 body = ["cursor": .string(cursor)]
             }
         }

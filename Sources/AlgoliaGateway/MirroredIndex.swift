@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewaySupport
 import JSONCore
+import Replication
 import SearchEngine
 import Synchronization
 
@@ -31,20 +32,16 @@ public struct MirrorSettings: Sendable, Equatable {
     public var preventiveDelay: Duration
     /// The data to mirror.
     public var selections: [DataSelection]
-    /// `syncIfNeeded` threshold.
+    /// `syncIfNeeded` threshold: while the index is in use, syncs come at least this often (the policy's
+    /// `activeInterval` when shorter); the policy's scheduler applies it.
     public var delayBetweenSyncs: Duration
-    /// Backoff after a failed sync.
-    public var retryInitial: Duration
-    /// Backoff cap.
-    public var retryMax: Duration
 
     /// Creates settings.
     public init(
         name: String, strategy: RequestStrategy = .fallbackOnFailure,
         offlineFallbackTimeout: Duration = .seconds(1),
         preventiveDelay: Duration = .milliseconds(200), selections: [DataSelection] = [],
-        delayBetweenSyncs: Duration = .seconds(86400), retryInitial: Duration = .seconds(5),
-        retryMax: Duration = .seconds(900)
+        delayBetweenSyncs: Duration = .seconds(86400)
     ) {
         self.name = name
         self.strategy = strategy
@@ -52,8 +49,6 @@ public struct MirrorSettings: Sendable, Equatable {
         self.preventiveDelay = preventiveDelay
         self.selections = selections
         self.delayBetweenSyncs = delayBetweenSyncs
-        self.retryInitial = retryInitial
-        self.retryMax = retryMax
     }
 
     /// A stable fingerprint of the data selection (a change triggers a sync).
@@ -94,12 +89,17 @@ public struct SyncStats: Sendable {
     }
 }
 
-/// Why a sync failed.
+/// Why a sync failed, or that it stopped at its run's budget (its checkpoint kept).
 public struct SyncError: Error, CustomStringConvertible, Sendable {
     /// What went wrong (never contains keys).
     public let description: String
+    /// The sync stopped because its run had to (budget, pause, shutdown), not because of a failure.
+    public let stopped: Bool
     /// Creates an error.
-    public init(description: String) { self.description = description }
+    public init(description: String, stopped: Bool = false) {
+        self.description = description
+        self.stopped = stopped
+    }
 }
 
 /// A mirrored index's local version: the primary index and its replicas (by name; virtual ones answer
@@ -118,7 +118,8 @@ public struct MirrorVersion: Sendable {
 }
 
 /// A mirrored index: its current local version and its replicas' (answering while a new one is built),
-/// its sync state and statistics. At most one sync runs at a time.
+/// its sync state and statistics. At most one sync runs at a time; when it runs is the replication
+/// scheduler's decision (its policy), for which client requests mark the index in use (``usage``).
 public final class MirroredIndex: Sendable {
     /// Settings (a reload may change them, see ``update(settings:)``).
     public var settings: MirrorSettings { settingsBox.withLock { $0 } }
@@ -130,14 +131,13 @@ public final class MirroredIndex: Sendable {
         var lastSuccessfulSyncAt: Date?
         var lastError: String?
         var lastStats: SyncStats?
-        var nextSyncAt: Date?
-        var failures = 0
         var fingerprint: String?
-        var lastUsed: Date?
         /// Local writes wait for the upstream (`offlineWrites: queue`): no sync may replace the mirror.
         var held = false
     }
     private let state: Mutex<State>
+    /// Where client requests mark the index in use.
+    public let usage = ReplicationUsage()
 
     /// Creates the index with the version found at start (if any) and its replicas.
     public init(
@@ -151,23 +151,11 @@ public final class MirroredIndex: Sendable {
                 fingerprint: fingerprint))
     }
 
-    /// Applies new settings (a configuration reload): a changed data selection makes a sync due now, a
-    /// changed `delayBetweenSyncs` moves the next scheduled sync (not a retry after a failure).
+    /// Applies new settings (a configuration reload). A changed data selection makes the mirror need a
+    /// sync (``needsSync``: the scheduler runs it now); a changed `delayBetweenSyncs` reaches the
+    /// scheduler with the mirror's new job.
     public func update(settings new: MirrorSettings) {
-        let old = settingsBox.withLock { s in
-            defer { s = new }
-            return s
-        }
-        guard old != new else { return }
-        state.withLock { s in
-            if old.selectionFingerprint != new.selectionFingerprint {
-                s.nextSyncAt = Date()
-            } else if old.delayBetweenSyncs != new.delayBetweenSyncs, s.lastError == nil,
-                let last = s.lastSuccessfulSyncAt
-            {
-                s.nextSyncAt = last.addingTimeInterval(new.delayBetweenSyncs.seconds)
-            }
-        }
+        settingsBox.withLock { $0 = new }
     }
 
     /// The local version, if any.
@@ -180,7 +168,7 @@ public final class MirroredIndex: Sendable {
     public var replicaNames: [String] { state.withLock { $0.replicas.keys.sorted() } }
 
     /// Notes a client request (for status and scheduling).
-    public func touch() { state.withLock { $0.lastUsed = Date() } }
+    public func touch() { usage.touch() }
 
     /// Holds syncs (and manual builds) while queued local writes wait for the upstream, or lets them
     /// run again.
@@ -204,7 +192,7 @@ public final class MirroredIndex: Sendable {
     /// Whether the last sync attempt failed.
     public var lastRunFailed: Bool { state.withLock { $0.lastError != nil } }
 
-    /// Ends a sync with its result; schedules the next one.
+    /// Ends a sync with its result (a stopped sync ends without one: nothing changes but the claim).
     public func endSync(_ result: Result<(MirrorVersion, SyncStats), SyncError>) {
         state.withLock { s in
             s.syncing = false
@@ -215,15 +203,9 @@ public final class MirroredIndex: Sendable {
                 s.lastStats = stats
                 s.lastSuccessfulSyncAt = Date()
                 s.lastError = nil
-                s.failures = 0
                 s.fingerprint = settings.selectionFingerprint
-                s.nextSyncAt = Date().addingTimeInterval(settings.delayBetweenSyncs.seconds)
             case .failure(let error):
-                s.lastError = error.description
-                s.failures += 1
-                let backoff = min(
-                    settings.retryMax.seconds, settings.retryInitial.seconds * pow(2, Double(s.failures - 1)))
-                s.nextSyncAt = Date().addingTimeInterval(backoff * Double.random(in: 0.5...1.0))
+                if !error.stopped { s.lastError = error.description }
             }
         }
     }
@@ -252,17 +234,20 @@ public final class MirroredIndex: Sendable {
         }
     }
 
-    /// `syncIfNeeded`: never synced, data selection changed, or `delayBetweenSyncs` elapsed (or the
-    /// retry time after a failure has come).
-    public func isSyncDue(now: Date = Date()) -> Bool {
+    /// Whether the mirror cannot answer as configured: never synced (no local version), or its data
+    /// selection changed since the last sync. Such a mirror syncs as soon as its policy allows.
+    public var needsSync: Bool {
         state.withLock { s in
-            if s.syncing || s.held { return false }
-            if let next = s.nextSyncAt { return now >= next }
-            guard let last = s.lastSuccessfulSyncAt, s.current != nil else { return true }
-            if s.fingerprint != settings.selectionFingerprint { return true }
-            return now.timeIntervalSince(last) >= settings.delayBetweenSyncs.seconds
+            s.current == nil || s.lastSuccessfulSyncAt == nil
+                || s.fingerprint != settings.selectionFingerprint
         }
     }
+
+    /// The statistics of the last successful sync.
+    public var lastStats: SyncStats? { state.withLock { $0.lastStats } }
+
+    /// When the last sync succeeded (as stored by the coordinator).
+    public var lastSuccessfulSyncAt: Date? { state.withLock { $0.lastSuccessfulSyncAt } }
 
     /// Status fields of SPEC §5.
     public func status() -> JSON {
@@ -272,7 +257,6 @@ public final class MirroredIndex: Sendable {
             o["hasOfflineData"] = .bool(s.current != nil)
             o["objects"] = .int(Int64(s.current?.objectCount ?? 0))
             o["lastSuccessfulSyncAt"] = s.lastSuccessfulSyncAt.map { .string(rfc3339($0)) } ?? .null
-            o["nextSyncAt"] = s.nextSyncAt.map { .string(rfc3339($0)) } ?? .null
             o["syncing"] = .bool(s.syncing)
             o["lastError"] = s.lastError.map { .string($0) } ?? .null
             o["lastSync"] = s.lastStats?.json ?? .null

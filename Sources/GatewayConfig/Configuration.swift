@@ -114,33 +114,54 @@ public struct LogConfig: Sendable, Equatable {
     }
 }
 
-/// `policies.NAME:` — a replication policy (SPEC §6).
+/// `policies.NAME:` — a replication policy (SPEC §6): when the runs of the mirrors and services that name
+/// it start (Algolia syncs; OData uploads then downloads), and how long each may take.
 public struct PolicyConfig: Sendable, Equatable {
-    /// Between syncs while clients use the mirror.
+    /// Between runs while clients use the mirror.
     public var activeInterval: Duration
-    /// Between syncs otherwise.
+    /// Between runs otherwise.
     public var idleInterval: Duration
     /// "In use" = a client request touched the mirror within this window.
     public var activeWindow: Duration
+    /// Runs start only while the upstream is believed reachable.
     public var onlyWhenReachable: Bool
-    /// Syncs start only inside this local-time window (nil = any time). Gated: not supported yet.
-    public var window: TimeWindow?
-    /// 0 = unbounded. Gated: not supported yet.
+    /// Runs start only inside one of these local-time windows (empty = any time). Written `window:
+    /// "22:00-06:00"`, or a list of such strings.
+    public var windows: [TimeWindow]
+    /// 0 = unbounded; else a run stops at its first checkpoint past this budget and the next run resumes.
     public var maxRunDuration: Duration
+    /// A command run before each run: the run starts only when it exits 0 within its timeout.
+    public var condition: ConditionConfig?
+    /// A random delay between 0 and this added to each scheduled run.
+    public var jitter: Duration
     public var retry: RetryConfig
 
     public init(
         activeInterval: Duration = .seconds(3600), idleInterval: Duration = .seconds(86400),
-        activeWindow: Duration = .seconds(600), onlyWhenReachable: Bool = true, window: TimeWindow? = nil,
-        maxRunDuration: Duration = .zero, retry: RetryConfig = .init()
+        activeWindow: Duration = .seconds(600), onlyWhenReachable: Bool = true, windows: [TimeWindow] = [],
+        maxRunDuration: Duration = .zero, condition: ConditionConfig? = nil, jitter: Duration = .zero,
+        retry: RetryConfig = .init()
     ) {
         self.activeInterval = activeInterval
         self.idleInterval = idleInterval
         self.activeWindow = activeWindow
         self.onlyWhenReachable = onlyWhenReachable
-        self.window = window
+        self.windows = windows
         self.maxRunDuration = maxRunDuration
+        self.condition = condition
+        self.jitter = jitter
         self.retry = retry
+    }
+}
+
+/// `policies.NAME.condition:` — `{command: [ARGV...], timeout: 5s}`: the command (no shell; `argv[0]` is
+/// looked up in `PATH`) runs before each run, which starts only if it exits 0 within `timeout`.
+public struct ConditionConfig: Sendable, Equatable {
+    public var command: [String]
+    public var timeout: Duration
+    public init(command: [String], timeout: Duration = .seconds(5)) {
+        self.command = command
+        self.timeout = timeout
     }
 }
 

@@ -8,10 +8,7 @@ extension MirrorgateConfiguration {
     /// The shortest `storeEncryptionKey` accepted.
     public static let minimumSecretLength = 8
 
-    public static let unsupportedKeys: [String: String] = [
-        "policies.*.window": "sync windows are not implemented",
-        "policies.*.maxRunDuration": "run budgets are not implemented",
-    ]
+    public static let unsupportedKeys: [String: String] = [:]
 
     /// Reads and validates the YAML file at `path`; relative files inside resolve against its directory.
     /// `fileChecks` look at the files the configuration names (see `FileChecks`).

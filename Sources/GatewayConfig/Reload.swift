@@ -126,10 +126,9 @@ public struct ConfigurationReload: Sendable, Equatable {
         return out
     }
 
-    /// Whether the Algolia service must be rebuilt (its keys or the policies its indices follow changed).
+    /// Whether the Algolia service must be rebuilt (its keys or indices changed). Changed policies do not
+    /// rebuild it: the replication scheduler applies them to the mirrors' jobs.
     public var algoliaChanged: Bool {
-        applied.contains {
-            $0.key.hasPrefix("algolia.") || $0.key.hasPrefix("policies.") || $0.key == "baseDirectory"
-        }
+        applied.contains { $0.key.hasPrefix("algolia.") || $0.key == "baseDirectory" }
     }
 }

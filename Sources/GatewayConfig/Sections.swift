@@ -81,10 +81,10 @@ extension ConfigReader {
         let idleInterval = duration(m, "idleInterval", d.idleInterval)
         let activeWindow = duration(m, "activeWindow", d.activeWindow)
         let onlyWhenReachable = bool(m, "onlyWhenReachable", d.onlyWhenReachable)
-        let window = value(m, "window", d.window, expected: "\"HH:MM-HH:MM\"") {
-            (s: String) throws(ValueError) -> TimeWindow? in try TimeWindow.parse(s)
-        }
+        let windows = readWindows(m)
         let maxRunDuration = duration(m, "maxRunDuration", d.maxRunDuration, positive: false)
+        let condition = readCondition(m)
+        let jitter = duration(m, "jitter", d.jitter, positive: false)
         let retryFields = Fields(self, m.path.child("retry"), m.take("retry"))
         let retry = RetryConfig(
             initial: duration(retryFields, "initial", d.retry.initial),
@@ -98,8 +98,62 @@ extension ConfigReader {
         m.finish()
         return PolicyConfig(
             activeInterval: activeInterval, idleInterval: idleInterval, activeWindow: activeWindow,
-            onlyWhenReachable: onlyWhenReachable, window: window, maxRunDuration: maxRunDuration, retry: retry
-        )
+            onlyWhenReachable: onlyWhenReachable, windows: windows, maxRunDuration: maxRunDuration,
+            condition: condition, jitter: jitter, retry: retry)
+    }
+
+    /// `window`: null, one `"HH:MM-HH:MM"` (several may be separated by commas), or a list of them.
+    func readWindows(_ m: Fields) -> [TimeWindow] {
+        let path = m.path.child("window")
+        guard let node = m.take("window"), !node.isNull else { return [] }
+        var texts: [(String, YNode)] = []
+        switch node.kind {
+        case .scalar(let s, _):
+            texts = s.split(separator: ",").map { (String($0), node) }
+        case .sequence(let items):
+            for (i, item) in items.enumerated() {
+                guard case .scalar(let s, _) = item.kind, !item.isNull else {
+                    fail(path.item(i), item, "expected a window \"HH:MM-HH:MM\", got \(item.typeName)")
+                    continue
+                }
+                texts.append((s, item))
+            }
+        case .mapping:
+            fail(path, node, "expected a window \"HH:MM-HH:MM\" or a list of them, got a mapping")
+            return []
+        }
+        var out: [TimeWindow] = []
+        for (text, at) in texts {
+            do throws(ValueError) {
+                out.append(try TimeWindow.parse(text))
+            } catch {
+                fail(path, at, error.message)
+            }
+        }
+        gate(path, node, changed: !out.isEmpty)
+        return out
+    }
+
+    /// `condition`: null or `{command: [ARGV...], timeout: 5s}`.
+    func readCondition(_ m: Fields) -> ConditionConfig? {
+        let path = m.path.child("condition")
+        guard let node = m.take("condition"), !node.isNull else { return nil }
+        let fields = Fields(self, path, node)
+        let timeout = duration(fields, "timeout", .seconds(5))
+        var command: [String] = []
+        if let c = fields.take("command"), !c.isNull {
+            command = stringList(path.child("command"), c) ?? []
+        }
+        fields.finish()
+        guard case .mapping = node.kind else { return nil }
+        if command.isEmpty {
+            fail(
+                path.child("command"), node,
+                "a condition needs a command: a list such as [\"/usr/local/bin/on-wifi\"]")
+            return nil
+        }
+        gate(path, node, changed: true)
+        return ConditionConfig(command: command, timeout: timeout)
     }
 
     // MARK: Algolia

@@ -48,6 +48,10 @@ extension Router {
             }
             if odataArchiveService(request, out) { return }
         }
+        if path.hasPrefix("/_mirrorgate/policies/") {
+            policyAdmin(request, out)
+            return
+        }
         guard let allowed = Self.adminMethods(path) else {
             out.respond(Self.adminError(404, "no admin route \(request.method) \(path)"))
             return
@@ -179,6 +183,7 @@ extension Router {
         result["upstreams"] = .object(upstreams)
         result["algolia"] = ["indices": services.algolia.indexStatus()]
         result["odata"] = odataStatus(services)
+        result["policies"] = replication.policiesStatus()
         return .object(result)
     }
 

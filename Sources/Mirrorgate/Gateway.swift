@@ -8,6 +8,7 @@ import JSONCore
 import Logging
 import ODataGateway
 import Observability
+import Replication
 import SearchEngine
 import Storage
 import Synchronization
@@ -35,6 +36,7 @@ public final class Gateway: Sendable {
     /// The index store (opened when an index first needs it, at start or on a reload).
     let store: StoreBox
     let state: DatabasePool
+    let replication: ReplicationScheduler
     let logger: Logger
     let odataPool: WorkerPool
     let publish: @Sendable (String, JSON) -> Void
@@ -87,15 +89,9 @@ public final class Gateway: Sendable {
         self.publish = publish
         let odataPool = WorkerPool(threads: 2, name: "mg-odata")
         self.odataPool = odataPool
-        var services: [ODataService] = []
-        for name in configuration.odata.services.keys.sorted() {
-            services.append(
-                try ODataAssembly.make(
-                    name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
-                    client: client, pool: odataPool, events: publish))
-        }
         let store: IndexStore?
         let state: DatabasePool
+        let schedules: ReplicationStore
         do {
             store =
                 Self.needsStore(configuration)
@@ -103,6 +99,7 @@ public final class Gateway: Sendable {
             state = try DatabasePool(
                 path: layout.state.path, options: DatabaseOptions(encryption: layout.state.encryption),
                 readers: 1)
+            schedules = try ReplicationStore(pool: state)
         } catch {
             throw GatewayStartError(
                 description: "cannot open the stores in \(configuration.dataDir): \(error)")
@@ -110,17 +107,33 @@ public final class Gateway: Sendable {
         let storeBox = StoreBox(store)
         self.store = storeBox
         self.state = state
+        let replicationMetrics = ReplicationMetrics()
+        let replication = ReplicationScheduler(
+            policies: configuration.policies, store: schedules, conditions: CommandCondition(),
+            events: { name, data in
+                replicationMetrics.observe(name, data)
+                publish(name, data)
+            })
+        self.replication = replication
+        var services: [ODataService] = []
+        for name in configuration.odata.services.keys.sorted() {
+            services.append(
+                try ODataAssembly.make(
+                    name: name, configuration: configuration, store: layout.odata[name]!, loop: loop,
+                    client: client, pool: odataPool, replication: replication, events: publish))
+        }
         for s in services { Self.announce(s, publish) }
         let algolia: AlgoliaService
         do {
             algolia = try AlgoliaService(
                 configuration: configuration, loop: loop, client: client, store: store, state: state,
-                events: publish)
+                replication: replication, events: publish)
         } catch {
             throw GatewayStartError(description: error.description)
         }
         let router = Router(
             services: ServiceSet(configuration: configuration, algolia: algolia, odata: services),
+            replication: replication, replicationMetrics: replicationMetrics,
             events: events, metrics: metrics, logger: logger,
             storageCheck: {
                 let indexStore = storeBox.withLock { $0 }
@@ -149,10 +162,12 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// Starts background work once the server listens: the sync scheduler, and a first probe of every
-    /// upstream (so that status and metrics tell the truth about one that nothing else calls).
+    /// Starts background work once the server listens: the replication scheduler, the replay of queued
+    /// writes, and a first probe of every upstream (so that status and metrics tell the truth about one
+    /// that nothing else calls).
     public func startBackground() {
         let services = router.services
+        replication.start()
         services.algolia.start()
         services.algolia.upstream?.reachability.probeNow()
         for s in services.odata { s.reachability.probeNow() }
@@ -166,6 +181,7 @@ public final class Gateway: Sendable {
         router.serving.store(false, ordering: .releasing)
         router.reloader.withLock { $0 = nil }
         server.shutdown(grace: configuration.server.shutdownGrace)
+        replication.stop()
         router.stop()
         loop.stop()
         if let store = store.withLock({ $0 }) { try? store.pool.checkpoint() }

@@ -6,15 +6,17 @@ import JSONCore
 import Logging
 import ODataCore
 import ODataGateway
+import Replication
 import Upstream
 
 /// Builds one ``ODataService`` per configured OData service from its configuration, wires its events,
 /// EventLog entries and metrics, and answers the OData admin routes.
 enum ODataAssembly {
-    /// The service for `name`, its scheduler started.
+    /// The service for `name`, its runs registered with `replication`.
     static func make(
         name: String, configuration: MirrorgateConfiguration, store: StoreLayout.Store, loop: CurlLoop,
-        client: UpstreamClient, pool: WorkerPool, events: @escaping @Sendable (String, JSON) -> Void
+        client: UpstreamClient, pool: WorkerPool, replication: ReplicationScheduler, register: Bool = true,
+        events: @escaping @Sendable (String, JSON) -> Void
     ) throws -> ODataService {
         let s = configuration.odata.services[name]!
         let version: ODataVersion? =
@@ -28,14 +30,12 @@ enum ODataAssembly {
             customHeaders: s.customHeaders.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             customCookies: s.customCookies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             urlSuffix: s.urlSuffix, timeout: s.timeout)
-        let policy = configuration.policies[s.policy] ?? configuration.policies["default"]
         var mirror = ODataMirrorSettings(
             localFirst: s.routing == .localFirst,
             definingRequests: s.definingRequests.map { .init(name: $0.name, query: $0.query) },
             pageSize: s.pageSize,
             bootstrapMetadata: s.bootstrap.map { configuration.resolve(path: $0.metadata) },
             bootstrapData: (s.bootstrap?.data ?? [:]).mapValues { configuration.resolve(path: $0) },
-            interval: policy?.activeInterval ?? .seconds(3600),
             databasePath: store.path)
         mirror.storeEncryption = store.encryption
         mirror.enableRepeatableRequests = s.enableRepeatableRequests
@@ -51,7 +51,8 @@ enum ODataAssembly {
         do {
             service = try ODataService(
                 settings: settings, mirrorSettings: mirror, loop: loop, client: client, pool: pool,
-                logger: Logger(label: "mirrorgate.odata"))
+                logger: Logger(label: "mirrorgate.odata"), replication: replication, policy: s.policy,
+                register: register)
         } catch {
             throw GatewayStartError(description: "cannot open the OData mirror of \(name): \(error)")
         }
@@ -81,7 +82,6 @@ enum ODataAssembly {
             }
         }
         ODataMetrics.observe(service, name: name)
-        service.start()
         return service
     }
 }

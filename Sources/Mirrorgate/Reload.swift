@@ -119,8 +119,7 @@ extension Gateway {
                 let indexStore = try openStoreIfNeeded(next)
                 algolia = try AlgoliaService(
                     configuration: next, loop: loop, client: client, store: indexStore, state: state,
-                    events: publish,
-                    previous: running.algolia)
+                    replication: replication, events: publish, previous: running.algolia)
             } catch {
                 return .failed("\(error)")
             }
@@ -159,8 +158,7 @@ extension Gateway {
                 }
                 let made = try ODataAssembly.make(
                     name: name, configuration: next, store: store, loop: loop, client: client,
-                    pool: odataPool,
-                    events: publish)
+                    pool: odataPool, replication: replication, register: false, events: publish)
                 Self.announce(made, publish)
                 odata.append(made)
                 added.append(made)
@@ -183,6 +181,7 @@ extension Gateway {
             algolia.start()
             algolia.upstream?.reachability.probeNow()
         }
+        reschedule(ServiceSet(configuration: next, algolia: algolia, odata: odata))
         for old in retired {
             old.stop()
             old.reachability.stop()
@@ -191,14 +190,29 @@ extension Gateway {
         return .applied(plan)
     }
 
-    /// Whether OData service `name` must be reopened: its keys, the policy it follows, or the directory its
-    /// bootstrap files resolve against changed.
+    /// Whether OData service `name` must be reopened: its keys or the directory its bootstrap files
+    /// resolve against changed. The policy it follows is not among them: the replication scheduler
+    /// applies a changed one to the kept service's job (``reschedule(_:)``).
     static func odataChanged(_ name: String, _ a: MirrorgateConfiguration, _ b: MirrorgateConfiguration)
         -> Bool
     {
-        guard let x = a.odata.services[name], let y = b.odata.services[name] else { return true }
-        return x != y || a.policy(named: x.policy) != b.policy(named: y.policy)
-            || a.baseDirectory != b.baseDirectory
+        guard var x = a.odata.services[name], let y = b.odata.services[name] else { return true }
+        x.policy = y.policy
+        return x != y || a.baseDirectory != b.baseDirectory
+    }
+
+    /// Gives the one replication scheduler the policies and jobs of `services` (see
+    /// ``ReplicationScheduler/reconfigure(policies:jobs:)``): kept mirrors keep their schedules and resume
+    /// points (a run going on is not interrupted), removed ones are dropped, added ones registered, and
+    /// each job follows the policy its configuration names now.
+    func reschedule(_ services: ServiceSet) {
+        var jobs = services.algolia.replicationJobs
+        for s in services.odata {
+            var job = s.replicationJob
+            job.policy = services.configuration.odata.services[s.settings.name]?.policy ?? job.policy
+            jobs.append(job)
+        }
+        replication.reconfigure(policies: services.configuration.policies, jobs: jobs)
     }
 
     /// After a failed reload: reopens, with the running settings, the services it had stopped.
@@ -209,15 +223,18 @@ extension Gateway {
             guard let store = layout.odata[old.settings.name],
                 let again = try? ODataAssembly.make(
                     name: old.settings.name, configuration: running.configuration, store: store, loop: loop,
-                    client: client, pool: odataPool, events: publish),
+                    client: client, pool: odataPool, replication: replication, register: false,
+                    events: publish),
                 let i = odata.firstIndex(where: { $0 === old })
             else { continue }
             Self.announce(again, publish)
             odata[i] = again
             old.reachability.stop()
         }
-        _ = router.replace(
-            ServiceSet(configuration: running.configuration, algolia: running.algolia, odata: odata))
+        let restored = ServiceSet(
+            configuration: running.configuration, algolia: running.algolia, odata: odata)
+        _ = router.replace(restored)
+        reschedule(restored)
     }
 
     /// Stops `forwarder`'s service and waits (at most twice its timeout, at least 10 s) until no upload or

@@ -7,6 +7,7 @@ import JSONCore
 import Logging
 import ODataGateway
 import Observability
+import Replication
 import Synchronization
 import Upstream
 
@@ -34,6 +35,9 @@ struct ServiceSet: Sendable {
 /// upstream sent, so that no web page reads local answers unless its origin is listed.
 final class Router: HTTPHandler {
     private let current: Mutex<ServiceSet>
+    /// The one scheduler of every replication (kept across reloads, which give it the new jobs).
+    let replication: ReplicationScheduler
+    let replicationMetrics: ReplicationMetrics
     let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
@@ -46,10 +50,13 @@ final class Router: HTTPHandler {
     let reloader = Mutex<(@Sendable () -> ReloadOutcome)?>(nil)
 
     init(
-        services: ServiceSet, events: EventBus, metrics: GatewayMetrics, logger: Logger,
+        services: ServiceSet, replication: ReplicationScheduler, replicationMetrics: ReplicationMetrics,
+        events: EventBus, metrics: GatewayMetrics, logger: Logger,
         storageCheck: @escaping @Sendable () -> Bool
     ) {
         self.current = Mutex(services)
+        self.replication = replication
+        self.replicationMetrics = replicationMetrics
         self.events = events
         self.metrics = metrics
         self.logger = logger
@@ -177,6 +184,7 @@ final class Router: HTTPHandler {
                 out.respond(Self.methodNotAllowed(request, allow: "GET, HEAD"))
                 return
             }
+            replicationMetrics.update(replication)
             out.respond(
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],

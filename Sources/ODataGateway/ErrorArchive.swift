@@ -233,12 +233,9 @@ struct ODataErrorArchive: ODataServicePart {
             throw ErrorArchiveBusy()
         }
         if revert != nil, uploader.reachability.isReachable {
-            // What was not held goes up now (the upload then downloads); with nothing left, a download.
-            if queue.count > 0 {
-                uploader.upload(completion: nil)
-            } else {
-                _ = uploader.downloader.download(completion: nil)
-            }
+            // What was not held goes up now, then the mirror is downloaded: a run, if the service's
+            // policy allows.
+            context.runs.request()
         }
         return revert
     }

@@ -10,7 +10,7 @@ import Synchronization
 /// referential constraints (the links `$expand` showed, see ``MirrorLinkNavigation``), the scope of each
 /// defining request, and the time of the last download.
 ///
-/// Promises: a defining request's rows and links are replaced in one transaction (readers see the old rows or the
+/// Promises: a download's rows and links are replaced in one transaction (readers see the old rows or the
 /// new ones, never a mix); a changed `$metadata` drops and recreates every entity table; decimals and
 /// Int64 keep their exact text in `_json`; date-time-offsets are stored as UTC text
 /// (`YYYY-MM-DDThh:mm:ss[.fff]Z`) and V2 `/Date(ms)/` date-times as `YYYY-MM-DDThh:mm:ss[.fff]`.
@@ -140,6 +140,32 @@ public final class ODataMirror: Sendable {
         return new
     }
 
+    /// The rows and links one defining request brought, for ``replaceCounting(_:pending:)``.
+    public struct Replacement: Sendable {
+        /// The defining request's name (the rows' scope).
+        public var request: String
+        /// Its query.
+        public var query: String
+        /// Entities by entity set.
+        public var rows: [String: [MirrorEntity]]
+        /// What `$expand` showed for navigation without referential constraints.
+        public var links: [MirrorLinkRecord]
+        /// The delta link of the read (stored with the rows; none when nil).
+        public var deltaLink: String?
+
+        /// Creates a replacement.
+        public init(
+            request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
+            deltaLink: String? = nil
+        ) {
+            self.deltaLink = deltaLink
+            self.request = request
+            self.query = query
+            self.rows = rows
+            self.links = links
+        }
+    }
+
     /// Creates the table of one entity set or singleton (layout ``MirrorModel/layoutVersion``): `_json`
     /// (the entity as received), `_etag`, `_dr` (the defining request, `local`, `bootstrap:…`), `_type`
     /// (the qualified type when not the set's), then one typed column per stored property; a unique
@@ -252,52 +278,75 @@ public final class ODataMirror: Sendable {
         request: String, query: String, rows: [String: [MirrorEntity]], links: [MirrorLinkRecord] = [],
         pending: ((Database) throws -> MirrorPendingChanges)? = nil, deltaLink: String? = nil
     ) throws -> MirrorDownloadOutcome {
+        try replaceCounting(
+            [Replacement(request: request, query: query, rows: rows, links: links, deltaLink: deltaLink)],
+            pending: pending)[0]
+    }
+
+    /// Replaces the rows of several defining requests in one transaction (a whole staged download: readers
+    /// see the previous download or this one, never a mix); each as
+    /// ``replace(request:query:rows:links:pending:deltaLink:)``, its delta link stored with its rows. Returns
+    /// what it did per replacement, in order.
+    func replaceCounting(
+        _ replacements: [Replacement], pending: ((Database) throws -> MirrorPendingChanges)? = nil
+    ) throws -> [MirrorDownloadOutcome] {
         guard let m = model else { throw MirrorError("no $metadata") }
         let now = iso8601Now()
-        var outcome = MirrorDownloadOutcome()
+        var outcomes: [MirrorDownloadOutcome] = []
         try pool.write { db in
             try db.transaction {
                 let p = try pending?(db) ?? .none
                 if !p.settled.isEmpty { throw MirrorDownloadRaced() }
-                let sets = Set(
-                    try db.query(#"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                outcomes = []
+                for r in replacements {
+                    let (request, query, rows, links, deltaLink) = (
+                        r.request, r.query, r.rows, r.links, r.deltaLink
+                    )
+                    var outcome = MirrorDownloadOutcome()
+                    let sets = Set(
+                        try db.query(
+                            #"SELECT entitySet FROM "_mg_scope" WHERE request = ?"#, [.text(request)]
+                        )
                         .compactMap { $0[0].string }
-                ).union(rows.keys)
-                // Entities with queued changes keep their rows as they are (marked while the request's rows
-                // are replaced).
-                if !p.entities.isEmpty { try Self.markProtected(db, m, p.entities, sets: sets) }
-                for set in sets where m.layouts[set] != nil {
-                    try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
-                    // Nothing is queued: rows written locally have all been uploaded and the set is downloaded
-                    // now, so local rows (e.g. nested entities of a deep insert whose server keys were never
-                    // learned) give way to the server's.
-                    if pending != nil, !p.queued {
-                        try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'")
+                    ).union(rows.keys)
+                    // Entities with queued changes keep their rows as they are (marked while the request's rows
+                    // are replaced).
+                    if !p.entities.isEmpty { try Self.markProtected(db, m, p.entities, sets: sets) }
+                    for set in sets where m.layouts[set] != nil {
+                        try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])
+                        // Nothing is queued: rows written locally have all been uploaded and the set is downloaded
+                        // now, so local rows (e.g. nested entities of a deep insert whose server keys were never
+                        // learned) give way to the server's.
+                        if pending != nil, !p.queued {
+                            try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'")
+                        }
                     }
+                    try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                    try Self.replaceLinks(db, m, request: request, links: links)
+                    for (set, entities) in rows.sorted(by: { $0.key < $1.key }) where m.layouts[set] != nil {
+                        try Self.storeDownloaded(
+                            db, m, request: request, set: set, entities, p, &outcome)
+                        let n = outcome.stored[set] ?? 0
+                        try db.run(
+                            #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
+                            [
+                                .text(request), .text(set), .text(query), .integer(Int64(n)),
+                                .text(now),
+                            ])
+                    }
+                    if !p.entities.isEmpty { try Self.unmarkProtected(db, m, sets: sets) }
+                    outcome.deltaLinkKept = deltaLink != nil
+                    try Self.finishDownload(
+                        db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil,
+                        at: now
+                    )
+                    outcomes.append(outcome)
                 }
-                try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
-                try Self.replaceLinks(db, m, request: request, links: links)
-                for (set, entities) in rows.sorted(by: { $0.key < $1.key }) where m.layouts[set] != nil {
-                    try Self.storeDownloaded(
-                        db, m, request: request, set: set, entities, p, &outcome)
-                    let n = outcome.stored[set] ?? 0
-                    try db.run(
-                        #"INSERT OR REPLACE INTO "_mg_scope" (request, entitySet, query, rows, downloadedAt) VALUES (?, ?, ?, ?, ?)"#,
-                        [
-                            .text(request), .text(set), .text(query), .integer(Int64(n)),
-                            .text(now),
-                        ])
-                }
-                if !p.entities.isEmpty { try Self.unmarkProtected(db, m, sets: sets) }
-                outcome.deltaLinkKept = deltaLink != nil
-                try Self.finishDownload(
-                    db, request: request, query: query, link: outcome.deltaLinkKept ? deltaLink : nil, at: now
-                )
             }
             // Statistics for the query planner (which index serves a filter best).
             try db.execute("ANALYZE")
         }
-        return outcome
+        return outcomes
     }
 
     /// Removes the rows loaded from bootstrap files (once the defining requests have been downloaded).

@@ -198,8 +198,9 @@ struct ODataRouter: ODataServicePart {
             return
         }
         OriginResponder(inner: responder, origin: "local").respond(writer.response(to: request))
-        // Queued behind other requests (e.g. held ones) while the upstream answers: upload it now.
-        if !localFirst, isReachable, queue.count > 0 { uploader.upload(completion: nil) }
+        // Queued behind other requests (e.g. held ones) while the upstream answers: a run now, if the
+        // service's policy allows.
+        if !localFirst, isReachable, queue.count > 0 { context.runs.request() }
     }
 
     /// Blocking (on the pool): a request's credentials, offered to the writer's requests that wait for

@@ -3,21 +3,34 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import Replication
+import Synchronization
 import Upstream
 
 /// What every part of one OData service shares: its mirror and request queue (one file), its settings,
 /// the blocking upstream client, the upstream's reachability tracker, the CSRF sessions (the gateway's
-/// token for clients, the upstream's per set of credentials, used by forwarded writes and uploads alike)
-/// and the logger.
+/// token for clients, the upstream's per set of credentials, used by forwarded writes and uploads alike),
+/// the download's checkpoints, the way to ask the replication scheduler for a run, and the logger.
 struct ODataServiceContext: Sendable {
     let mirror: ODataMirror
     let queue: ODataRequestQueue
+    let checkpoints: DownloadCheckpoints
+    let runs: RunRequests
     let settings: ODataServiceSettings
     let mirrorSettings: ODataMirrorSettings
     let client: UpstreamClient
     let reachability: ReachabilityTracker
     let csrf: ODataCSRF
     let logger: Logger
+}
+
+/// Where the service's parts ask for a replication run now (a write queued while the upstream answers,
+/// a reverted ErrorArchive entry): the scheduler decides, under the service's policy.
+final class RunRequests: Sendable {
+    private let target = Mutex<(@Sendable () -> Void)?>(nil)
+    func connect(_ body: @escaping @Sendable () -> Void) { target.withLock { $0 = body } }
+    /// Asks for a run (nothing when no scheduler is connected).
+    func request() { target.withLock { $0 }?() }
 }
 
 /// A part of an OData service: reaches the shared pieces through its ``ODataServiceContext``.
@@ -41,29 +54,38 @@ extension ODataServicePart {
 
 /// One OData service behind one facade: its SQLite mirror filled by defining requests (or bootstrap
 /// files), the routing of reads and writes, offline writes into a durable request queue, their upload,
-/// the ErrorArchive, and the downloads at start, after uploads, on demand and on an interval.
+/// the ErrorArchive, and its replication runs: upload, then download (push, then pull), scheduled by the
+/// gateway's ``ReplicationScheduler`` under the service's policy, and on demand.
 ///
 /// The parts, each owning what its name says and holding only the parts below it: ``ODataRouter`` (owns
 /// the ``ODataForwarder`` and the CSRF sessions) → ``ODataLocalReader``, ``ODataOfflineWriter``,
 /// ``ODataErrorArchive`` → ``ODataUploader`` → ``ODataDownloader`` → ``ODataRequestQueue`` and
-/// ``ODataMirror``; ``ODataDownloadScheduler`` starts uploads and downloads.
+/// ``ODataMirror``; ``replicationRun(_:)`` is one scheduled run.
 ///
 /// Promises: ``handle(_:_:)`` never blocks; every response carries `X-Mirrorgate-Origin: remote|local`;
-/// at most one download and one upload run at a time; ``stop()`` ends the scheduler and any upload
-/// backoff at once.
+/// at most one download and one upload run at a time; a run pushes before it pulls.
 public final class ODataService: Sendable {
     /// The router, through which every part is reached (it holds them all, none holds it).
     let router: ODataRouter
-    let scheduler: ODataDownloadScheduler
-    /// Stopped by ``stop()``: ends the scheduler's interval wait and any upload backoff at once.
+    /// The scheduler of the service's runs (shared with the other mirrors).
+    public let replication: ReplicationScheduler
+    /// Client requests mark the service in use here.
+    let usage = ReplicationUsage()
+    /// Stopped by ``stop()``: manual uploads stop between two requests.
     let stopSignal = StopSignal()
+    /// The service's replication (registered with ``replication`` by `init`, unless a configuration
+    /// reload registers it with the others).
+    public let replicationJob: ReplicationJob
 
     /// Opens the mirror (creating it; installing `bootstrap.metadata` when nothing was mirrored yet) and
     /// the queue, and assembles the parts. Forwarding runs on `loop`, blocking upstream calls use
-    /// `client`, local work runs on `pool`.
+    /// `client`, local work runs on `pool`. The service's runs are registered with `replication` under
+    /// `policy` (a scheduler of its own, never started, when nil: runs then happen only when asked);
+    /// with `register` false the caller registers ``replicationJob`` (a reload, all jobs at once).
     public init(
         settings: ODataServiceSettings, mirrorSettings: ODataMirrorSettings, loop: CurlLoop,
-        client: UpstreamClient, pool: WorkerPool, logger: Logger
+        client: UpstreamClient, pool: WorkerPool, logger: Logger, replication: ReplicationScheduler? = nil,
+        policy: String = "default", register: Bool = true
     ) throws {
         let mirror = try ODataMirror(
             path: mirrorSettings.databasePath, encryption: mirrorSettings.storeEncryption)
@@ -73,8 +95,10 @@ public final class ODataService: Sendable {
             try mirror.install(metadata: [UInt8](bytes))
         }
         let forwarder = ODataForwarder(settings: settings, loop: loop, client: client, logger: logger)
+        let runs = RunRequests()
         let context = ODataServiceContext(
-            mirror: mirror, queue: try ODataRequestQueue(pool: mirror.pool), settings: settings,
+            mirror: mirror, queue: try ODataRequestQueue(pool: mirror.pool),
+            checkpoints: try DownloadCheckpoints(pool: mirror.pool), runs: runs, settings: settings,
             mirrorSettings: mirrorSettings, client: client, reachability: forwarder.reachability,
             csrf: ODataCSRF(), logger: logger)
         // Requests wait for their writers' credentials only while those are what the upload sends.
@@ -85,13 +109,25 @@ public final class ODataService: Sendable {
         let downloader = ODataDownloader(context: context)
         let uploader = ODataUploader(
             context: context, downloader: downloader, stopSignal: stopSignal)
-        scheduler = ODataDownloadScheduler(
-            downloader: downloader, uploader: uploader, interval: mirrorSettings.interval,
-            stopSignal: stopSignal)
         router = ODataRouter(
             context: context, forwarder: forwarder, reader: reader,
             writer: ODataOfflineWriter(context: context, reader: reader),
             archive: ODataErrorArchive(context: context, uploader: uploader), uploader: uploader, pool: pool)
+        let replication = replication ?? ReplicationScheduler(policies: [:], store: nil)
+        self.replication = replication
+        let id = "odata:\(settings.name)"
+        replicationJob = ReplicationJob(
+            api: .odata, name: settings.name, policy: policy,
+            lastSuccess: mirror.lastDownloadAt.flatMap(Self.date), usage: usage,
+            isReachable: { [forwarder] in forwarder.reachability.isReachable },
+            urgency: { [context] in
+                if context.mirror.lastDownloadAt == nil { return .required }
+                return context.queue.count > 0 ? .pending : .none
+            },
+            run: { [uploader, downloader] run in Self.replicationRun(run, uploader, downloader) })
+        if register { replication.register(replicationJob) }
+        runs.connect { replication.requestRun(id) }
+        forwarder.reachability.onChange { up in replication.reachabilityChanged(id, reachable: up) }
     }
 
     /// Forwarding settings (name, mount, upstream, version, custom headers, timeouts).
@@ -115,8 +151,9 @@ public final class ODataService: Sendable {
     /// The service's version (configured, else from the mirrored `$metadata`, else V4).
     public var version: ODataVersion { mirror.version(configured: settings.version) }
 
-    /// Routes one request under the mount without blocking.
+    /// Routes one request under the mount without blocking (and marks the service in use).
     public func handle(_ request: HTTPRequest, _ responder: any Responder) {
+        usage.touch()
         router.handle(request, responder)
     }
 
@@ -133,11 +170,7 @@ public final class ODataService: Sendable {
         }
     }
 
-    /// Starts the scheduler: a download now when the mirror was never downloaded, then every
-    /// `interval`, and an upload whenever the upstream becomes reachable again.
-    public func start() { scheduler.start() }
-
-    /// Stops the scheduler and any upload backoff.
+    /// Stops manual uploads between two requests (the scheduler is stopped by its owner).
     public func stop() { stopSignal.stop() }
 
     /// Starts a download on a background thread; false when one is already running.
@@ -174,6 +207,7 @@ public final class ODataService: Sendable {
     /// removed, local versions kept, duration, and the same per defining request.
     public func status() -> JSON {
         let s = downloader.state.withLock { $0 }
+        let replication = self.replication.status("odata:\(name)")
         var o = JSONObject()
         o["reachable"] = .bool(reachability.isReachable)
         let u = uploader.state.withLock { $0 }
@@ -204,20 +238,17 @@ public final class ODataService: Sendable {
             o["lastUpload"] = .null
         }
         o["lastDownloadAt"] = mirror.lastDownloadAt.map(JSON.string) ?? .null
-        // The last successful download of this run: full or delta, entities changed and removed, duration.
+        // The last successful download since the start: full or delta, entities changed and removed, duration.
         o["lastDownload"] = s.last?.json ?? .null
-        if let next = s.nextSyncAt {
-            let f = ISO8601DateFormatter()
-            o["nextSyncAt"] = .string(f.string(from: next))
-        } else {
-            o["nextSyncAt"] = .null
-        }
+        o["nextSyncAt"] = replication?["nextRunAt"] ?? .null
         o["lastError"] = s.lastError.map(JSON.string) ?? .null
+        o["resumePending"] = .bool(router.context.checkpoints.position() != nil)
         o["downloading"] = .bool(s.running)
         o["version"] = mirror.model.map { .string($0.version.rawValue) } ?? .null
         var sets = JSONObject()
         for (k, v) in mirror.rowCounts().sorted(by: { $0.key < $1.key }) { sets[k] = .int(Int64(v)) }
         o["entitySets"] = .object(sets)
+        o["replication"] = replication ?? .null
         return .object(o)
     }
 }

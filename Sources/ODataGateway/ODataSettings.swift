@@ -213,8 +213,6 @@ public struct ODataMirrorSettings: Sendable {
     public var bootstrapMetadata: String?
     /// `bootstrap.data`: entity set → JSON file.
     public var bootstrapData: [String: String]
-    /// Interval between scheduled downloads.
-    public var interval: Duration
     /// Path of the mirror file.
     public var databasePath: String
     /// `storeEncryptionKey`: encrypts the mirror file (mirror, queue, archive, queued credentials).
@@ -247,14 +245,13 @@ public struct ODataMirrorSettings: Sendable {
     /// Creates settings.
     public init(
         localFirst: Bool, definingRequests: [DefiningRequest], pageSize: Int?, bootstrapMetadata: String?,
-        bootstrapData: [String: String], interval: Duration, databasePath: String
+        bootstrapData: [String: String], databasePath: String
     ) {
         self.localFirst = localFirst
         self.definingRequests = definingRequests
         self.pageSize = pageSize
         self.bootstrapMetadata = bootstrapMetadata
         self.bootstrapData = bootstrapData
-        self.interval = interval
         self.databasePath = databasePath
     }
 }

@@ -21,6 +21,8 @@ public struct ODataUploadStats: Sendable {
     public var durationMs = 0
     /// True when the run stopped because the upstream could not be reached (or answered 502/503/504/429).
     public var interrupted = false
+    /// True when the run stopped because its replication run had to (budget, pause, shutdown).
+    public var stopped = false
     /// Requests that wait for credentials the upstream accepts (refused with 401/403 in this run, or
     /// depending on such a request).
     public var waitingForCredentials = 0
@@ -45,8 +47,6 @@ public struct ODataUploadStats: Sendable {
 struct UploadState: ExclusiveRunState {
     var running = false
     var lastUploadAt: String?
-    var backoff: Double = 0
-    var retryScheduled = false
     var repeatabilitySeen = false
     /// The outcome of the last run that had something to upload.
     var last: ODataUploadStats?
@@ -91,61 +91,61 @@ final class ODataUploader: ODataServicePart {
     }
 
     /// Starts an upload of the queue on a background thread (then a download unless the run was
-    /// interrupted: what remains is held or waits for credentials, and keeps its local version); false when
-    /// one is already running.
+    /// interrupted or stopped: what remains is held or waits for credentials, and keeps its local version);
+    /// false when one is already running. (Scheduled uploads are the replication runs' push,
+    /// ``push(shouldStop:)``; a run interrupted by the upstream is retried by the scheduler.)
     @discardableResult
     func upload(completion: (@Sendable (ODataUploadStats) -> Void)?) -> Bool {
         guard state.withLock({ $0.claim() }) else { return false }
         startThread(named: "mg-odata-upload") { [self] in
-            let begin = Date()
-            // Events only for runs with something to upload.
-            let listeners = queue.count > 0 ? listeners.withLock { $0 } : []
-            for l in listeners { l(nil) }
-            var stats = runUpload()
-            stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
-            stats.remaining = queue.count
-            let retryIn = state.withLock { s -> Double? in
-                s.running = false
-                if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
-                if stats.requestsBefore > 0 { s.last = stats }
-                if stats.interrupted, stats.remaining > 0 {
-                    s.backoff = min(60, max(1, s.backoff * 2))
-                    if s.retryScheduled { return nil }
-                    s.retryScheduled = true
-                    return s.backoff
-                }
-                s.backoff = 0
-                return nil
-            }
-            if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
-                logger.info(
-                    "odata upload",
-                    metadata: [
-                        "service": "\(settings.name)", "uploaded": "\(stats.uploaded)",
-                        "failed": "\(stats.failed)", "inDoubt": "\(stats.inDoubt)",
-                        "remaining": "\(stats.remaining)",
-                    ])
-            }
-            if let retryIn {
-                let delay = retryIn * Double.random(in: 0.8...1.2)
-                Scheduler.shared.schedule(after: .seconds(delay)) { [self] in
-                    state.withLock { $0.retryScheduled = false }
-                    if queue.count > 0, !stopSignal.isStopped { upload(completion: nil) }
-                }
-            }
-            for l in listeners { l(stats) }
+            let stats = claimedRun(shouldStop: { stopSignal.isStopped })
             // A complete run (what remains is held or waits for credentials) is followed by a download: queued
             // local changes keep their local version through it.
-            if !stats.interrupted { _ = downloader.download(completion: nil) }
+            if !stats.interrupted, !stats.stopped { _ = downloader.download(completion: nil) }
             completion?(stats)
         }
         return true
     }
 
+    /// The push of a replication run (blocking): uploads until the queue is empty, the upstream is
+    /// unavailable, or `shouldStop` says so between two units. Nil when an upload is already running.
+    func push(shouldStop: @escaping () -> Bool) -> ODataUploadStats? {
+        guard state.withLock({ $0.claim() }) else { return nil }
+        return claimedRun(shouldStop: shouldStop)
+    }
+
+    /// One upload run whose claim is held; releases it.
+    private func claimedRun(shouldStop: () -> Bool) -> ODataUploadStats {
+        let begin = Date()
+        // Events only for runs with something to upload.
+        let listeners = queue.count > 0 ? listeners.withLock { $0 } : []
+        for l in listeners { l(nil) }
+        var stats = runUpload(shouldStop: shouldStop)
+        stats.durationMs = Int(Date().timeIntervalSince(begin) * 1000)
+        stats.remaining = queue.count
+        state.withLock { s in
+            s.running = false
+            if stats.uploaded > 0 || stats.failed > 0 { s.lastUploadAt = iso8601Now() }
+            if stats.requestsBefore > 0 { s.last = stats }
+        }
+        if stats.uploaded + stats.failed + stats.inDoubt > 0 || stats.remaining > 0 {
+            logger.info(
+                "odata upload",
+                metadata: [
+                    "service": "\(settings.name)", "uploaded": "\(stats.uploaded)",
+                    "failed": "\(stats.failed)", "inDoubt": "\(stats.inDoubt)",
+                    "remaining": "\(stats.remaining)",
+                ])
+        }
+        for l in listeners { l(stats) }
+        return stats
+    }
+
     /// Blocking: prepares the queue (``ODataQueuePreparer``), then sends queued requests FIFO until the queue
-    /// is empty or the upstream is unavailable; requests waiting for credentials are passed over (a writer's
-    /// newer credentials, when offered, are tried on its oldest waiting request in its turn).
-    func runUpload() -> ODataUploadStats {
+    /// is empty, the upstream is unavailable, or `shouldStop` says so before a unit; requests waiting for
+    /// credentials are passed over (a writer's newer credentials, when offered, are tried on its oldest
+    /// waiting request in its turn).
+    func runUpload(shouldStop: () -> Bool = { false }) -> ODataUploadStats {
         var stats = ODataUploadStats()
         stats.requestsBefore = queue.count
         stats.requestsAfter = stats.requestsBefore
@@ -163,6 +163,10 @@ final class ODataUploader: ODataServicePart {
             return stats
         }
         while true {
+            if shouldStop() {
+                stats.stopped = true
+                return stats
+            }
             let unit: UploadUnit
             do {
                 guard let (request, credentials) = try nextToSend() else { break }
@@ -186,11 +190,16 @@ final class ODataUploader: ODataServicePart {
             case .done: stats.uploaded += n
             case .failed: stats.failed += n
             case .inDoubt: stats.inDoubt += n
-            case .waiting: stats.waitingForCredentials += n
+            case .waiting:
+                stats.waitingForCredentials += n
+                continue
             case .stop:
                 stats.interrupted = true
                 return stats
             }
+            // Requests left the queue: pages a stopped download staged before may predate them (a download
+            // running now sees that itself, and reads again).
+            context.checkpoints.clear()
         }
         return stats
     }

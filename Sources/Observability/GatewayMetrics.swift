@@ -52,6 +52,10 @@ public final class GatewayMetrics: Sendable {
             "Entities the last successful OData download stored (changed) and removed, by change.",
         "mirrorgate_mirror_runs_total":
             "Finished sync runs of a mirror (algolia:INDEX sync, odata:SERVICE download), by outcome.",
+        "mirrorgate_replication_runs_total":
+            "Replication runs ended, by mirror and outcome (completed, budgetReached, stopped, failed).",
+        "mirrorgate_replication_run_duration_seconds": "How long replication runs took, by mirror.",
+        "mirrorgate_replication_paused": "1 while a replication policy is paused, else 0.",
         "mirrorgate_reloads_total": "Configuration reloads (SIGHUP or POST /_mirrorgate/reload), by outcome.",
     ]
 

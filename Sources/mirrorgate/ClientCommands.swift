@@ -65,23 +65,25 @@ enum StatusTable {
         } else {
             var r = [
                 [
-                    "INDEX", "KIND", "OFFLINE DATA", "OBJECTS", "LAST SYNC", "NEXT SYNC", "SYNCING",
-                    "LAST ERROR",
+                    "INDEX", "KIND", "OFFLINE DATA", "OBJECTS", "LAST SYNC", "POLICY", "USE", "NEXT SYNC",
+                    "WAITING FOR", "SYNCING", "LAST ERROR",
                 ]
             ]
             var notApplied: [String] = []
             for (name, i) in indices {
                 let mirrored = i["mirrored"]?.boolValue ?? false
+                let p = i["replication"]
                 r.append([
                     name, mirrored ? "mirrored" : "offline", yesNo(i["hasOfflineData"]), text(i["objects"]),
-                    text(i["lastSuccessfulSyncAt"]), text(i["nextSyncAt"]),
-                    mirrored ? yesNo(i["syncing"]) : "-", text(i["lastError"]),
+                    text(i["lastSuccessfulSyncAt"]), text(p?["policy"]), use(p), text(i["nextSyncAt"]),
+                    waiting(p), mirrored ? yesNo(i["syncing"]) : "-", text(i["lastError"]),
                 ])
                 notApplied += notAppliedLines(name, i["notApplied"])
                 for (replica, entry) in i["replicas"]?.objectValue ?? JSONObject() {
                     let kind = entry["virtual"]?.boolValue == true ? "virtual replica" : "replica"
                     r.append([
-                        replica, "\(kind) of \(name)", "yes", text(entry["objects"]), "-", "-", "-", "-",
+                        replica, "\(kind) of \(name)", "yes", text(entry["objects"]), "-", "-", "-", "-", "-",
+                        "-", "-",
                     ])
                     notApplied += notAppliedLines(replica, entry["notApplied"])
                 }
@@ -97,17 +99,17 @@ enum StatusTable {
             var r = [
                 [
                     "SERVICE", "REACHABLE", "PENDING", "HELD", "WAITING", "IN DOUBT", "ERROR ARCHIVE",
-                    "LAST UPLOAD",
-                    "LAST DOWNLOAD", "LAST ERROR",
+                    "LAST UPLOAD", "LAST DOWNLOAD", "POLICY", "USE", "NEXT RUN", "WAITING FOR", "LAST ERROR",
                 ]
             ]
             var why: [String] = []
             for (name, s) in services {
+                let p = s["replication"]
                 r.append([
                     name, yesNo(s["reachable"]), text(s["pendingRequests"]), text(s["held"]),
                     text(s["waitingForCredentials"]), text(s["inDoubt"]),
                     text(s["errorArchive"]), text(s["lastUploadAt"]), text(s["lastDownloadAt"]),
-                    text(s["lastError"]),
+                    text(p?["policy"]), use(p), text(s["nextSyncAt"]), waiting(p), text(s["lastError"]),
                 ])
                 for hold in s["credentialHolds"]?.arrayValue ?? [] {
                     why.append(
@@ -135,7 +137,49 @@ enum StatusTable {
             out += table(r) + "\n"
             for line in why { out += line + "\n" }
         }
+        let policies = doc["policies"]?.objectValue ?? JSONObject()
+        if !policies.keys.isEmpty {
+            var r = [["POLICY", "PAUSED", "ACTIVE", "IDLE", "WINDOW", "BUDGET", "MIRRORS"]]
+            for (name, p) in policies {
+                let windows = (p["window"]?.arrayValue ?? []).compactMap(\.stringValue)
+                let budget = p["maxRunDurationSeconds"]?.doubleValue ?? 0
+                r.append([
+                    name, yesNo(p["paused"]), seconds(p["activeIntervalSeconds"]),
+                    seconds(p["idleIntervalSeconds"]),
+                    windows.isEmpty ? "any time" : windows.joined(separator: ","),
+                    budget > 0 ? seconds(p["maxRunDurationSeconds"]) : "none",
+                    (p["mirrors"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: " "),
+                ])
+            }
+            out += table(r) + "\n"
+        }
         return out
+    }
+
+    /// `in use` or `idle` from a mirror's replication status.
+    static func use(_ p: JSON?) -> String {
+        guard let p, p != .null else { return "-" }
+        return p["inUse"]?.boolValue == true ? "in use" : "idle"
+    }
+
+    /// Why a mirror waits: `running`, `paused`, `window`, `condition (exit 1)`, `backoff (2 failures)`, …
+    static func waiting(_ p: JSON?) -> String {
+        guard let p, p != .null else { return "-" }
+        if p["running"]?.boolValue == true { return "running" }
+        guard let reason = p["waitingFor"]?.stringValue else { return "-" }
+        switch reason {
+        case "condition": return "condition (\(p["condition"]?.stringValue ?? "refused"))"
+        case "backoff": return "backoff (\(p["failures"]?.intValue ?? 0) failures)"
+        default: return reason
+        }
+    }
+
+    /// `90s`, `5m`, `24h` from seconds.
+    static func seconds(_ v: JSON?) -> String {
+        guard let s = v?.doubleValue else { return "-" }
+        if s >= 3600, s.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(s / 3600))h" }
+        if s >= 60, s.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(s / 60))m" }
+        return s == s.rounded() ? "\(Int(s))s" : "\(s)s"
     }
 
     /// `  NAME: a; b` for an index's `notApplied` settings and parameters (nothing when both are empty).

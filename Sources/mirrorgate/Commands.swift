@@ -31,7 +31,10 @@ struct MirrorgateCommand: ParsableCommand {
             dataDir, …) are logged as such.
             """,
         version: mirrorgateVersion,
-        subcommands: [Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self],
+        subcommands: [
+            Serve.self, Status.self, Sync.self, Upload.self, Build.self, Check.self, Rekey.self, Pause.self,
+            Resume.self,
+        ],
         defaultSubcommand: nil)
 
     /// Runs the command line with the SPEC's exit codes: 0 ok, 1 runtime error, 2 bad usage or config.

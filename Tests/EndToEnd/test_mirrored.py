@@ -335,7 +335,15 @@ def test_killed_sync_resumes_from_its_checkpoint(gateway_factory, upstream, tmp_
     upstream.clear()
     upstream.delay = 0
     gw2 = gateway_factory(deep(mirrored_config(upstream.url), {"dataDir": str(data)}), name="gw2")
-    stats = sync(gw2)
+
+    # The replication scheduler resumes the run cut by the kill at once (a manual sync would race it and,
+    # coming second, browse everything again): wait for that run.
+    def resumed_run_done():
+        idx = json.loads(request("GET", gw2.url("/_mirrorgate/status"))[2])["algolia"]["indices"]["products"]
+        return bool(upstream.requests("/1/indexes/products/browse")) and not idx["syncing"] and idx["lastSync"]
+
+    assert wait_for(resumed_run_done, timeout=20)
+    stats = json.loads(request("GET", gw2.url("/_mirrorgate/status"))[2])["algolia"]["indices"]["products"]["lastSync"]
     assert stats["objects"] == len(PRODUCTS) + len(many)
     browses = upstream.requests("/1/indexes/products/browse")
     first = json.loads(browses[0].body)

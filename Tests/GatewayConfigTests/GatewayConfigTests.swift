@@ -50,8 +50,10 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(p.idleInterval == .seconds(86400))
         #expect(p.activeWindow == .seconds(600))
         #expect(p.onlyWhenReachable)
-        #expect(p.window == nil)
+        #expect(p.windows.isEmpty)
         #expect(p.maxRunDuration == .zero)
+        #expect(p.condition == nil)
+        #expect(p.jitter == .zero)
         #expect(p.retry.initial == .seconds(5))
         #expect(p.retry.max == .seconds(900))
         #expect(c.algolia.appId == nil && c.algolia.apiKey == nil && c.algolia.hosts == nil)
@@ -666,12 +668,23 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
               storeEncryptionKey: null
         """
 
+    /// Every feature this table gated is implemented (sync windows and run budgets, the request-queue
+    /// options): the default table is empty, and the file parses with it.
+    @Test func everyGatedFeatureIsImplemented() throws {
+        #expect(MirrorgateConfiguration.unsupportedKeys.isEmpty)
+        let c = try parse(yaml)
+        #expect(c.policies["default"]?.maxRunDuration == .seconds(600))
+        #expect(c.odata.services["s"]?.enableRequestQueueOptimization == true)
+    }
+
     @Test func nonDefaultValuesAreRejected() {
-        let found = issues(yaml)
+        let table = [
+            "policies.*.window": "sync windows are not implemented",
+            "odata.services.*.enableTransactionBuilder": "the transaction builder is not implemented",
+        ]
+        let found = issues(yaml, unsupported: table)
         #expect(
-            found.map(\.keyPath) == [
-                "policies.default.window", "policies.default.maxRunDuration",
-            ])
+            found.map(\.keyPath) == ["policies.default.window", "odata.services.s.enableTransactionBuilder"])
         #expect(found.allSatisfy { $0.message.hasPrefix("\($0.keyPath): not supported in this version") })
         #expect(found[0].line == 3)
         #expect(
@@ -705,7 +718,7 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
 
     @Test func liftingAnEntryAcceptsTheKey() throws {
         let c = try parse(yaml, unsupported: [:])
-        #expect(c.policies["default"]?.window == TimeWindow(startMinute: 1320, endMinute: 360))
+        #expect(c.policies["default"]?.windows == [TimeWindow(startMinute: 1320, endMinute: 360)])
         #expect(c.policies["default"]?.maxRunDuration == .seconds(600))
         #expect(c.odata.services["s"]?.storeEncryptionKey == "a long enough secret")
         #expect(c.odata.services["s"]?.enableTransactionBuilder == true)
@@ -745,6 +758,65 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
             (try? parse(
                 "server:\n  cors: {allowOrigins: []}\n", unsupported: ["server.cors.allowOrigins": "x"]))
                 != nil)
+    }
+}
+
+@Suite struct PolicyKeyTests {
+    @Test func theSeedsExampleIsAPolicy() throws {
+        let c = try parse(
+            """
+            policies:
+              wifiOnly:
+                activeInterval: 5m
+                idleInterval: 24h
+                activeWindow: 2m
+                onlyWhenReachable: true
+                window: ["22:00-06:00", "12:00-13:30"]
+                maxRunDuration: 30s
+                condition: {command: ["/usr/local/bin/on-unmetered-link", "--quiet"], timeout: 3s}
+                jitter: 90s
+                retry: {initial: 10s, max: 1h}
+            """)
+        let p = try #require(c.policies["wifiOnly"])
+        #expect(p.activeInterval == .seconds(300))
+        #expect(p.idleInterval == .seconds(86400))
+        #expect(p.activeWindow == .seconds(120))
+        #expect(
+            p.windows == [
+                TimeWindow(startMinute: 1320, endMinute: 360), TimeWindow(startMinute: 720, endMinute: 810),
+            ])
+        #expect(p.maxRunDuration == .seconds(30))
+        #expect(
+            p.condition
+                == ConditionConfig(
+                    command: ["/usr/local/bin/on-unmetered-link", "--quiet"], timeout: .seconds(3)))
+        #expect(p.jitter == .seconds(90))
+        #expect(p.retry == RetryConfig(initial: .seconds(10), max: .seconds(3600)))
+        #expect(c.policies["default"] == PolicyConfig())
+    }
+
+    @Test func oneWindowStringMayHoldSeveral() throws {
+        let c = try parse("policies:\n  p:\n    window: \"22:00-06:00, 12:00-13:00\"\n")
+        #expect(c.policies["p"]?.windows.map(\.description) == ["22:00-06:00", "12:00-13:00"])
+    }
+
+    @Test func badPolicyValuesAreReportedWithTheirLine() {
+        let found = issues(
+            """
+            policies:
+              p:
+                window: ["22:00-06:00", "25:00-01:00"]
+                condition: {timeout: 2s}
+              q:
+                condition: {command: [], timeout: 0s}
+                jitter: soon
+            """)
+        #expect(
+            found.map(\.keyPath) == [
+                "policies.p.window", "policies.p.condition.command", "policies.q.condition.command",
+                "policies.q.condition.timeout", "policies.q.jitter",
+            ])
+        #expect(found[0].line == 3)
     }
 }
 
@@ -804,7 +876,16 @@ private let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent
         #expect(c.dataDir == MirrorgateConfiguration().dataDir)
         #expect(c.admin == AdminConfig())
         #expect(c.log == LogConfig())
-        #expect(c.policies == ["default": PolicyConfig()])
+        #expect(c.policies["default"] == PolicyConfig())
+        // The seed's example written out as a policy.
+        #expect(
+            c.policies["wifiOnly"]
+                == PolicyConfig(
+                    activeInterval: .seconds(300), idleInterval: .seconds(86400), activeWindow: .seconds(300),
+                    maxRunDuration: .seconds(30),
+                    condition: ConditionConfig(
+                        command: ["/usr/local/bin/on-unmetered-link"], timeout: .seconds(5)),
+                    jitter: .seconds(30)))
         #expect(c.algolia.appId == "YourApplicationID")
         #expect(c.algolia.hosts == nil)
         #expect(c.algolia.timeout == AlgoliaConfig().timeout)

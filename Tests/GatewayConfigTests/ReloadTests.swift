@@ -65,4 +65,23 @@ import Testing
         #expect(!ConfigurationReload(running: a, loaded: b).issues.isEmpty)
         #expect(ConfigurationReload(running: a, loaded: a).issues.isEmpty)
     }
+
+    @Test func aPolicyChangeDoesNotRebuildTheAlgoliaService() throws {
+        let a = try config(
+            """
+            policies: {p: {idleInterval: 1h}}
+            algolia:
+              offlineIndices: {a: {}}
+            """)
+        let b = try config(
+            """
+            policies: {p: {idleInterval: 2s, activeInterval: 1s}}
+            algolia:
+              offlineIndices: {a: {}}
+            """)
+        let plan = ConfigurationReload(running: a, loaded: b)
+        #expect(plan.applied.map(\.key) == ["policies.p"])
+        #expect(plan.restartRequired.isEmpty)
+        #expect(!plan.algoliaChanged)  // the replication scheduler applies it
+    }
 }

@@ -43,3 +43,45 @@ final class NSLockLike: @unchecked Sendable {
         return body()
     }
 }
+
+/// Which reload reopens an OData service.
+@Suite struct ReloadODataTests {
+    func config(_ yaml: String) throws -> MirrorgateConfiguration {
+        try MirrorgateConfiguration.parse(yaml: yaml, fileName: "t.yaml", environment: [:])
+    }
+
+    @Test func aNewPolicyAloneDoesNotReopenAService() throws {
+        let a = try config(
+            """
+            policies: {p: {idleInterval: 1h}, q: {idleInterval: 2s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: p}
+            """)
+        let renamed = try config(
+            """
+            policies: {p: {idleInterval: 1h}, q: {idleInterval: 2s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: q}
+            """)
+        let retimed = try config(
+            """
+            policies: {p: {idleInterval: 5s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: p}
+            """)
+        let moved = try config(
+            """
+            policies: {p: {idleInterval: 1h}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:2/s/", policy: p}
+            """)
+        #expect(!Gateway.odataChanged("s", a, renamed))
+        #expect(!Gateway.odataChanged("s", a, retimed))
+        #expect(Gateway.odataChanged("s", a, moved))
+        #expect(Gateway.odataChanged("t", a, moved))
+    }
+}

@@ -29,7 +29,7 @@ func makeBootstrappedService(
     UpstreamClient.globalInit()
     var settings = ODataMirrorSettings(
         localFirst: true, definingRequests: [], pageSize: nil, bootstrapMetadata: dir + "/m.xml",
-        bootstrapData: files, interval: .seconds(3600), databasePath: dir + "/mirror.sqlite")
+        bootstrapData: files, databasePath: dir + "/mirror.sqlite")
     configure(&settings)
     let service = try ODataService(
         settings: ODataServiceSettings(

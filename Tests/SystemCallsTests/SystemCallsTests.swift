@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import SystemCalls
@@ -51,8 +52,61 @@ import Testing
     }
 }
 
+/// Whether `pid` exists and is not a zombie (its state in `/proc/PID/stat`).
+private func isRunning(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return false }
+    let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).prefix(1)
+    return state != "Z" && state != "X"
+}
+
 /// A raw read of 8 bytes (an eventfd's counter).
 private func readCounter(_ fd: Int32) -> Int {
     var v: UInt64 = 0
     return read(fd, &v, 8)
+}
+
+@Suite struct SubprocessTests {
+    @Test func exitStatusAndOutputAreReported() throws {
+        let r = try Subprocess.run(
+            ["/bin/sh", "-c", "echo out; echo err >&2; exit 3"], environment: ["PATH=/usr/bin:/bin"],
+            timeoutMs: 5000)
+        #expect(r.status == 3)
+        #expect(r.timedOut == false)
+        #expect(String(decoding: r.output, as: UTF8.self) == "out\nerr\n")
+    }
+
+    @Test func argv0IsLookedUpInPathAndOutputIsCapped() throws {
+        let r = try Subprocess.run(
+            ["sh", "-c", "head -c 10000 /dev/zero"], environment: ["PATH=/usr/bin:/bin"], timeoutMs: 5000,
+            outputLimit: 100)
+        #expect(r.status == 0)
+        #expect(r.output.count == 100)
+    }
+
+    @Test func aCommandPastItsTimeoutIsKilledWithItsGroup() throws {
+        // The shell's child (sleep) keeps the pipe open: the whole group must go. The shell prints the
+        // child's pid; after the run the child is gone (or a zombie), not sleeping on.
+        let r = try Subprocess.run(
+            ["/bin/sh", "-c", "sleep 20 & echo $!; sleep 20"], environment: ["PATH=/usr/bin:/bin"],
+            timeoutMs: 300)
+        #expect(r.timedOut)
+        #expect(r.status == nil)
+        let child = try #require(
+            Int32(String(decoding: r.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        var alive = true
+        for _ in 0..<100 where alive {  // at most about 5 s for the kernel to end it
+            alive = isRunning(child)
+            if alive { usleep(50_000) }
+        }
+        #expect(!alive, "the shell's child \(child) outlived the timeout")
+    }
+
+    @Test func anUnknownCommandThrows() {
+        #expect(throws: SystemCallError.self) {
+            try Subprocess.run(
+                ["no-such-command-mirrorgate"], environment: ["PATH=/usr/bin:/bin"], timeoutMs: 1000)
+        }
+    }
 }

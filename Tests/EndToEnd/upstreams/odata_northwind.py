@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from socketserver import ThreadingMixIn
@@ -242,6 +243,8 @@ class ODataUpstream:
         self.app = app or build_app(page_size=page_size, etags=etags, constraints=constraints, cascade=cascade)
         self.records: list[ODataRecord] = []
         self.lock = threading.Lock()
+        self.delay = 0.0  # seconds before answering a GET (a slow upstream)
+        self.track_changes = True  # False: `Prefer: odata.track-changes` is ignored (no delta links)
         self.httpd = make_server(host, port, self._wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
         self.port = self.httpd.server_address[1]
         self.origin = origin or f"http://127.0.0.1:{self.port}"
@@ -266,6 +269,11 @@ class ODataUpstream:
         )
         with self.lock:
             self.records.append(rec)
+        if self.delay and rec.method == "GET":
+            time.sleep(self.delay)
+        if not self.track_changes and "HTTP_PREFER" in environ:
+            kept = [p for p in environ["HTTP_PREFER"].split(",") if p.strip().lower() != "odata.track-changes"]
+            environ["HTTP_PREFER"] = ",".join(kept)
         # A real upstream knows its own name: build absolute URLs from the canonical origin.
         environ["HTTP_HOST"] = self.origin.split("://", 1)[1]
 
