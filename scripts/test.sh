@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: release build, unit tests, format lint, install check, end-to-end tests against the
-# binary. On 2 cores a full run took 422 s in CI from a fresh clone (about 20 minutes when other builds
-# share the cores); later runs rebuild only what changed.
+# binary. On 2 cores a full run took 754 s from a fresh clone (longer when other builds share the
+# cores); later runs rebuild only what changed.
 #   bash scripts/test.sh
 # Env: MIRRORGATE_BIN (default <scratch>/release/mirrorgate), PYTEST_ARGS (extra pytest arguments),
 #      E2E_VENV (default .e2e-venv), MIRRORGATE_SCRATCH_PATH (swift --scratch-path; default .build). Exits non-zero if any step fails; every step runs regardless,
