@@ -349,6 +349,13 @@ public final class ODataMirror: Sendable {
         return outcomes
     }
 
+    /// Whether rows loaded from bootstrap files answer: no download of the upstream replaced them yet.
+    public var holdsBootstrap: Bool {
+        ((try? pool.read { db in
+            try db.scalar(#"SELECT EXISTS (SELECT 1 FROM "_mg_scope" WHERE request LIKE 'bootstrap:%')"#)
+        }) ?? nil)?.int == 1
+    }
+
     /// Removes the rows loaded from bootstrap files (once the defining requests have been downloaded).
     public func dropBootstrap() throws {
         guard let m = model else { return }

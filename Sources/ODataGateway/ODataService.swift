@@ -107,6 +107,15 @@ public final class ODataService: Sendable {
             mirror: mirror, mount: settings.mountPoint, version: settings.version,
             pageSize: mirrorSettings.pageSize)
         let downloader = ODataDownloader(context: context)
+        // The bootstrap rows answer from the first request on: loaded here, before the server listens,
+        // not by the first (asynchronous) replication run, while nothing was ever downloaded or loaded.
+        if mirror.model != nil, mirror.lastDownloadAt == nil, !mirrorSettings.bootstrapData.isEmpty,
+            mirror.rowCounts().values.allSatisfy({ $0 == 0 })
+        {
+            do { _ = try downloader.loadBootstrap() } catch {
+                logger.warning("odata \(settings.name): bootstrap data not loaded: \(error)")
+            }
+        }
         let uploader = ODataUploader(
             context: context, downloader: downloader, stopSignal: stopSignal)
         router = ODataRouter(
@@ -118,7 +127,8 @@ public final class ODataService: Sendable {
         let id = "odata:\(settings.name)"
         replicationJob = ReplicationJob(
             api: .odata, name: settings.name, policy: policy,
-            lastSuccess: mirror.lastDownloadAt.flatMap(Self.date), usage: usage,
+            // Bootstrap rows are no download: the first run starts at once (and retries with backoff).
+            lastSuccess: mirror.holdsBootstrap ? nil : mirror.lastDownloadAt.flatMap(Self.date), usage: usage,
             isReachable: { [forwarder] in forwarder.reachability.isReachable },
             urgency: { [context] in
                 if context.mirror.lastDownloadAt == nil { return .required }
