@@ -50,11 +50,12 @@ ALGOLIA_CONNECTIONS = int(os.environ.get("ALGOLIA_CONNECTIONS", "48"))
 ODATA_CONNECTIONS = int(os.environ.get("ODATA_CONNECTIONS", "16"))
 FLAP = float(os.environ.get("FLAP", "10"))
 DRAIN = float(os.environ.get("DRAIN", "600"))
-# Bounded OData write rate (all OData connections together, token bucket): the fake OData upstream (odatapy behind
-# a repeatability shim and a proxy, in this Python process) executes a few dozen writes per second while the 64
-# clients run, and is up only half the time; unpaced writers were acknowledged ~1,090 writes/s offline, a queue
-# no upstream of that speed could drain (first run). 0 = unpaced.
-WRITE_RATE = float(os.environ.get("WRITE_RATE", "15"))
+# Bounded OData write rate (all OData connections together, a token bucket; reads keep their share of the mix,
+# so they are paced with the writes). Unpaced, the first run's 16 writers were acknowledged ~1,090 writes/s
+# offline against an upstream (odatapy behind a repeatability shim and a flapping proxy) that executes a few
+# hundred per second at best and is reachable half the time: a queue that could never drain. 40/s: what the
+# upstream chain (in its own process) executes during its up phases alongside the soak's load. 0 = unpaced.
+WRITE_RATE = float(os.environ.get("WRITE_RATE", "40"))
 WARMUP = min(60.0, DURATION / 5)
 APP_ID, API_KEY = "SOAKAPP", "soak-api-key-0123456789"
 MOUNT = "/odata/nw/"
@@ -413,6 +414,7 @@ def main() -> None:
             uploads[status] = uploads.get(status, 0) + 1
             if status != 200:
                 time.sleep(1)
+            rss_peak = max(rss_peak, rss_kb(gw.proc.pid))
         drain_s = time.time() - drain_start
         time.sleep(10)  # settle: pools and caches idle
         rss_end = rss_kb(gw.proc.pid)
@@ -459,7 +461,7 @@ def main() -> None:
         print(f"| queue after the drain | {s['pendingRequests']} ({drain_text}; upload calls by status {dict(sorted(uploads.items()))}) |")
         print(f"| RSS after start-up and first sync | {rss_start / 1024:.1f} MiB |")
         print(f"| RSS after {WARMUP:.0f} s of load (the start of the comparison) | {rss_warm / 1024:.1f} MiB |")
-        print(f"| RSS peak | {rss_peak / 1024:.1f} MiB |")
+        print(f"| RSS peak (load and drain) | {rss_peak / 1024:.1f} MiB |")
         print(f"| RSS after the drain (+10 s) | {rss_end / 1024:.1f} MiB ({(rss_end / max(1, rss_warm) - 1) * 100:+.1f} %) |")
         if still or executed_before:
             print(f"| client threads still running after the join / soak names executed before the load | {still} / {executed_before} |")
