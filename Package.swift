@@ -165,7 +165,10 @@ let package = Package(
                 "GatewayConfig",
             ],
             swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(
+            name: "StorageTests",
+            dependencies: ["Storage", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore", "HTTPCore"], swiftSettings: strict),
         .testTarget(
             name: "ODataCoreTests", dependencies: ["ODataCore", "JSONCore", "Storage"], swiftSettings: strict),

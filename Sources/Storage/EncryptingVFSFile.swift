@@ -149,7 +149,8 @@ final class CryptFile {
     /// before; `false` when it does not verify.
     func open(_ stored: UnsafeRawBufferPointer) -> Bool {
         let verified = aad.withUnsafeBufferPointer {
-            cipher.open(stored.baseAddress!, into: plain.baseAddress!, aad: $0.baseAddress!, aadCount: aadCount)
+            cipher.open(
+                stored.baseAddress!, into: plain.baseAddress!, aad: $0.baseAddress!, aadCount: aadCount)
         }
         guard verified else { return false }
         (plain.baseAddress! + usable).initializeMemory(as: UInt8.self, repeating: 0, count: pageSize - usable)
@@ -426,18 +427,18 @@ final class CryptFile {
 final class PageCipher {
     private let context = UnsafeMutablePointer<EVP_AEAD_CTX>.allocate(capacity: 1)
 
-    /// nil when BoringSSL refuses the key (never for a 32-byte key).
+    /// nil when BoringSSL refuses the key (never for a 32-byte key). The context starts zeroed, so that
+    /// `deinit` (which Swift runs for a failed initializer too) may clean it up in every case.
     init?(key: SymmetricKey) {
+        context.initialize(to: EVP_AEAD_CTX())
         let ok = key.withUnsafeBytes { k -> Int32 in
             guard k.count == 32 else { return 0 }
             return CCryptoBoringSSL_EVP_AEAD_CTX_init(
-                context, CCryptoBoringSSL_EVP_aead_aes_256_gcm(), k.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                context, CCryptoBoringSSL_EVP_aead_aes_256_gcm(),
+                k.baseAddress!.assumingMemoryBound(to: UInt8.self),
                 k.count, 16, nil)
         }
-        guard ok == 1 else {
-            context.deallocate()
-            return nil
-        }
+        guard ok == 1 else { return nil }
     }
 
     deinit {
@@ -461,11 +462,13 @@ final class PageCipher {
 
     /// Opens the stored page at `stored` into `usable` bytes at `out`; `false` when it does not verify.
     func open(
-        _ stored: UnsafeRawPointer, into out: UnsafeMutableRawPointer, aad: UnsafePointer<UInt8>, aadCount: Int
+        _ stored: UnsafeRawPointer, into out: UnsafeMutableRawPointer, aad: UnsafePointer<UInt8>,
+        aadCount: Int
     ) -> Bool {
         let s = stored.assumingMemoryBound(to: UInt8.self)
         let rc = CCryptoBoringSSL_EVP_AEAD_CTX_open_gather(
-            context, out.assumingMemoryBound(to: UInt8.self), s + usable, 12, s, usable, s + usable + 12, 16, aad,
+            context, out.assumingMemoryBound(to: UInt8.self), s + usable, 12, s, usable, s + usable + 12, 16,
+            aad,
             aadCount)
         if rc != 1 { CCryptoBoringSSL_ERR_clear_error() }
         return rc == 1
