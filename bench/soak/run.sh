@@ -5,7 +5,7 @@
 # losses, 5xx under /1/ and the gateway's RSS (start, peak, after the drain). Loopback only; every loop is
 # bounded; every process started here is stopped at exit.
 #   bash bench/soak/run.sh
-# Env knobs: DURATION (300 s), ALGOLIA_CONNECTIONS (48), ODATA_CONNECTIONS (16), WRITE_RATE (40 OData writes/s
+# Env knobs: DURATION (300 s), ALGOLIA_CONNECTIONS (48), ODATA_CONNECTIONS (16), WRITE_RATE (10 OData writes/s
 #   in all, token bucket; 0 = unpaced), FLAP (10 s per upstream state), DRAIN (600 s: bound of the drain after the load), MIRRORGATE_BIN (.build/release/mirrorgate, built when unset), PYTHON (.e2e-venv/bin/python).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
