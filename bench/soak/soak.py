@@ -9,9 +9,10 @@ one kept-alive HTTP connection) drive one gateway:
   429 and answering after 2 s (beyond the 1.5 s `timeout`). Every answer's status is counted: none under
   `/1/` may be a 5xx.
 - OData: creates (`POST Products`, a unique name each), renames of the thread's own creates (`PATCH`) and
-  reads on the Northwind service (onlineFirst, `upstreamSupportsRepeatability: true`); its upstream
-  (odatapy behind a repeatability shim) is reached through a proxy that stops and starts listening every
-  FLAP seconds, so writes are forwarded, queued offline and uploaded in turn.
+  reads on the Northwind service (`upstreamSupportsRepeatability: true`), the writes of all OData
+  connections paced by one token bucket (WRITE_RATE per second); its upstream (odatapy behind a
+  repeatability shim, in a child process of its own) is reached through a proxy that stops and starts
+  listening every FLAP seconds, so writes are forwarded, queued offline and uploaded in turn.
 
 Then the load stops, both upstreams stay up, and the queue drains (bounded). Counted on the upstream
 itself: duplicates (a write executed more than once), losses (a write acknowledged to a client and never
