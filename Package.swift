@@ -167,7 +167,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "Storage", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strict),
         .testTarget(name: "JSONCoreTests", dependencies: ["JSONCore", "HTTPCore"], swiftSettings: strict),
         .testTarget(

@@ -146,7 +146,7 @@ extension StoreEncryption {
             }
             keys = found
         }
-        guard let cipher = PageCipher(key: keys.page) else {
+        guard let cipher = PageCipher(key: keys.page, maskKey: keys.mask) else {
             refuse("the page key of \(databaseName) was refused by the cipher")
             _ = real.pointee.pMethods.pointee.xClose(real)
             if kind == .database { databaseClosed(name: databaseName) }

@@ -2,7 +2,6 @@ import CCryptoBoringSSL
 import CSQLite
 import Crypto
 import Foundation
-import _CryptoExtras
 
 // The page codec of the encrypting VFS (EncryptingVFS.swift): one open database or WAL file's state,
 // its pages sealed and opened with AES-256-GCM.
@@ -243,14 +242,15 @@ final class CryptFile {
     /// Applies (or removes: XOR) the checksum mask to a 24-byte frame header: the first 8 bytes of
     /// AES-256(mask key, salts ‖ offset), a pseudorandom function of the frame's place in this WAL generation.
     func toggleMask(_ header: inout [UInt8], start: Int64) {
-        var block = [UInt8](repeating: 0, count: 16)
-        for i in 0..<8 {
-            block[i] = header[8 + i]
-            block[8 + i] = UInt8(truncatingIfNeeded: UInt64(start) >> (56 - 8 * i))
+        var block: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &block) { b in
+            for i in 0..<8 {
+                b[i] = header[8 + i]
+                b[8 + i] = UInt8(truncatingIfNeeded: UInt64(start) >> (56 - 8 * i))
+            }
+            cipher.mask(b.baseAddress!)
+            for i in 0..<8 { header[16 + i] ^= b[i] }
         }
-        // A 32-byte key and a 16-byte block: permute cannot fail.
-        try? AES.permute(&block, key: keys.mask)
-        for i in 0..<8 { header[16 + i] ^= block[i] }
     }
 
     enum FrameRead {
@@ -426,11 +426,20 @@ final class CryptFile {
 /// page's own bytes (`seal_scatter` / `open_gather`). The format is unchanged.
 final class PageCipher {
     private let context = UnsafeMutablePointer<EVP_AEAD_CTX>.allocate(capacity: 1)
+    /// The WAL checksum mask's AES-256 key schedule (`AES.permute` of `_CryptoExtras` computes it per call).
+    private let maskKey = UnsafeMutablePointer<AES_KEY>.allocate(capacity: 1)
 
     /// nil when BoringSSL refuses the key (never for a 32-byte key). The context starts zeroed, so that
     /// `deinit` (which Swift runs for a failed initializer too) may clean it up in every case.
-    init?(key: SymmetricKey) {
+    init?(key: SymmetricKey, maskKey mask: SymmetricKey) {
         context.initialize(to: EVP_AEAD_CTX())
+        maskKey.initialize(to: AES_KEY())
+        let maskSet = mask.withUnsafeBytes { k -> Bool in
+            k.count == 32
+                && CCryptoBoringSSL_AES_set_encrypt_key(
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self), 256, maskKey) == 0
+        }
+        guard maskSet else { return nil }
         let ok = key.withUnsafeBytes { k -> Int32 in
             guard k.count == 32 else { return 0 }
             return CCryptoBoringSSL_EVP_AEAD_CTX_init(
@@ -444,6 +453,13 @@ final class PageCipher {
     deinit {
         CCryptoBoringSSL_EVP_AEAD_CTX_cleanup(context)
         context.deallocate()
+        maskKey.deallocate()
+    }
+
+    /// AES-256 of the 16 bytes at `block` under the mask key, in place (the WAL checksum mask).
+    func mask(_ block: UnsafeMutableRawPointer) {
+        let b = block.assumingMemoryBound(to: UInt8.self)
+        CCryptoBoringSSL_AES_encrypt(b, b, maskKey)
     }
 
     /// Seals `usable` bytes at `plain` into the stored page at `out`, whose nonce (at `usable`) is set.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Testing
+import _CryptoExtras
 
 @testable import Storage
 
@@ -11,6 +12,7 @@ import Testing
     let usable = StoreHeader.usable
     let pageSize = StoreHeader.pageSize
     let key = SymmetricKey(data: (0..<32).map { UInt8($0 &* 7 &+ 1) })
+    let maskKey = SymmetricKey(data: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) })
     let aad: [UInt8] = [0x44, 0, 0, 0, 9]
 
     func page(_ seed: UInt8) -> [UInt8] {
@@ -18,7 +20,7 @@ import Testing
     }
 
     @Test func sealsWhatAESGCMOpens() throws {
-        let cipher = try #require(PageCipher(key: key))
+        let cipher = try #require(PageCipher(key: key, maskKey: maskKey))
         let plain = page(3)
         let nonce: [UInt8] = Array(1...12)
         var stored = [UInt8](repeating: 0, count: pageSize)
@@ -36,7 +38,7 @@ import Testing
     }
 
     @Test func opensWhatAESGCMSealsAndRefusesATamperedPage() throws {
-        let cipher = try #require(PageCipher(key: key))
+        let cipher = try #require(PageCipher(key: key, maskKey: maskKey))
         let plain = page(11)
         let nonce = AES.GCM.Nonce()
         let box = try AES.GCM.seal(plain, using: key, nonce: nonce, authenticating: aad)
@@ -58,6 +60,18 @@ import Testing
             #expect(open(tampered, aad: aad) == nil, "byte \(offset) flipped")
         }
         #expect(open(stored, aad: [0x44, 0, 0, 0, 10]) == nil, "another page number")
-        #expect(PageCipher(key: SymmetricKey(size: .bits128)) == nil)
+        #expect(PageCipher(key: SymmetricKey(size: .bits128), maskKey: maskKey) == nil)
+        #expect(PageCipher(key: key, maskKey: SymmetricKey(size: .bits128)) == nil)
+    }
+
+    @Test func masksAsAESPermuteDoes() throws {
+        let cipher = try #require(PageCipher(key: key, maskKey: maskKey))
+        for seed in 0..<4 {
+            var block: [UInt8] = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed) }
+            var expected = block
+            try AES.permute(&expected, key: maskKey)
+            block.withUnsafeMutableBytes { cipher.mask($0.baseAddress!) }
+            #expect(block == expected)
+        }
     }
 }
