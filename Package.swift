@@ -142,7 +142,7 @@ let package = Package(
             name: "mirrorgate",
             dependencies: [
                 "Mirrorgate", "Observability", "GatewayConfig", "Upstream", "JSONCore", "HTTPCore",
-                "GatewaySupport",
+                "GatewaySupport", "Storage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -4,6 +4,7 @@ import GatewayConfig
 import HTTPCore
 import JSONCore
 import ODataGateway
+import Replication
 import Upstream
 
 /// The admin API (`/_mirrorgate/…`, SPEC §5): the probes answer without a token; every other route
@@ -193,6 +194,112 @@ extension Router {
         o["reachable"] = t.knownReachability.map { .bool($0) } ?? .null
         o["since"] = .string(rfc3339(t.since))
         return .object(o)
+    }
+
+    /// `POST /_mirrorgate/policies/{p}/pause` and `…/resume`: `200 {"policy","paused"}`, 404 for an
+    /// unknown policy, 405 for another method.
+    func policyAdmin(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/policies/"
+        let path = request.path
+        let action = path.hasSuffix("/pause") ? "pause" : path.hasSuffix("/resume") ? "resume" : nil
+        guard let action, path.count > prefix.count + action.count + 1 else {
+            out.respond(Self.adminError(404, "no admin route \(request.method) \(path)"))
+            return
+        }
+        guard request.method == "POST" else {
+            out.respond(Self.methodNotAllowed(request, allow: "POST"))
+            return
+        }
+        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast(action.count + 1))
+        let known = action == "pause" ? replication.pause(name) : replication.resume(name)
+        guard known else {
+            out.respond(Self.adminError(404, "no policy named \(name)"))
+            return
+        }
+        let body: JSON = ["policy": .string(name), "paused": .bool(replication.isPaused(name))]
+        out.respond(.json(200, body.serialized()))
+    }
+
+    /// `GET /_mirrorgate/odata/{service}/…` (not `services/…`): the service's ErrorArchive and
+    /// RequestQueue as a separate OData service; false when the path names no such service.
+    func odataArchiveService(_ request: HTTPRequest, _ out: any Responder) -> Bool {
+        let prefix = "/_mirrorgate/odata/"
+        let rest = request.path.dropFirst(prefix.count)
+        let name = String(rest.prefix { $0 != "/" })
+        guard name != "services", !name.isEmpty,
+            let service = odata.first(where: { $0.settings.name == FormCodec.percentDecode(Substring(name)) })
+        else { return false }
+        var path = rest.dropFirst(name.count)
+        if path.hasPrefix("/") { path = path.dropFirst() }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        service.answerArchiveService(
+            request, path: String(path), serviceRoot: "http://\(host)\(prefix)\(name)/", out)
+        return true
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
+    /// `{entitySets, durationMs}` (502 and `{message,status}` when it failed); 409 while one runs; 404 for
+    /// an unknown service.
+    func odataDownload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        let name = Self.name(request.path, after: Self.odataServices, before: "/download")
+        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
+            out.respond(Self.adminError(404, "no OData service named \(name)"))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
+            wait ? waitedRun(out, json: \.json) : nil
+        guard service.download(completion: completion) else {
+            out.respond(Self.adminError(409, "a download of \(name) is already running"))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
+    /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
+    /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
+    func odataUpload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        let name = Self.name(request.path, after: Self.odataServices, before: "/upload")
+        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
+            out.respond(Self.adminError(404, "no OData service named \(name)"))
+            return
+        }
+        let wait = request.queryValue("wait") == "true"
+        if !wait, !service.reachability.isReachable {
+            out.respond(Self.adminError(503, "the upstream of \(name) is unreachable"))
+            return
+        }
+        var completion: (@Sendable (ODataUploadStats) -> Void)?
+        if wait {
+            let unreachable = Self.adminError(503, "the upstream of \(name) is unreachable")
+            completion = { stats in
+                if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
+                    out.respond(unreachable)
+                } else {
+                    out.respond(.json(200, stats.json.serialized()))
+                }
+            }
+        }
+        guard service.upload(completion: completion) else {
+            out.respond(Self.adminError(409, "an upload of \(name) is already running"))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `odata.services` of `/_mirrorgate/status`.
+    func odataStatus(_ services: ServiceSet) -> JSON {
+        var result = JSONObject()
+        for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            var entry = s.status()
+            if var o = entry.objectValue {
+                o["reachable"] = s.reachability.knownReachability.map { .bool($0) } ?? .null
+                entry = .object(o)
+            }
+            result[s.settings.name] = entry
+        }
+        return ["services": .object(result)]
     }
 }
 

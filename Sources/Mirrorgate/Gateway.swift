@@ -254,3 +254,12 @@ enum AccessLog {
     }
 
 }
+
+extension StoreLayout {
+    /// The layout of `configuration`'s data directory, with the secrets it configures.
+    public init(configuration: MirrorgateConfiguration, cost: KeyDerivationCost = .standard) throws {
+        try self.init(
+            dataDir: configuration.dataDir, algoliaSecret: configuration.algolia.storeEncryptionKey,
+            odataSecrets: configuration.odata.services.mapValues(\.storeEncryptionKey), cost: cost)
+    }
+}

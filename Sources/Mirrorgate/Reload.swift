@@ -7,6 +7,7 @@ import Logging
 import ODataGateway
 import Observability
 import SearchEngine
+import Storage
 
 /// What a reload did (`SIGHUP`, `POST /_mirrorgate/reload`).
 public enum ReloadOutcome: Sendable {
@@ -130,7 +131,7 @@ extension Gateway {
         // The stores of added and changed services (their keys derived once per reload that needs them).
         let needsLayout = next.odata.services.keys.contains { name in
             !running.odata.contains { $0.settings.name == name }
-                || Self.odataChanged(name, running.configuration, next)
+                || ConfigurationReload.odataServiceChanged(name, running.configuration, next)
         }
         var nextLayout = layout
         if needsLayout {
@@ -143,7 +144,7 @@ extension Gateway {
         }
         for name in next.odata.services.keys.sorted() {
             let old = running.odata.first { $0.settings.name == name }
-            if let old, !Self.odataChanged(name, running.configuration, next) {
+            if let old, !ConfigurationReload.odataServiceChanged(name, running.configuration, next) {
                 odata.append(old)
                 continue
             }
@@ -188,17 +189,6 @@ extension Gateway {
         }
         for s in added { s.reachability.probeNow() }
         return .applied(plan)
-    }
-
-    /// Whether OData service `name` must be reopened: its keys or the directory its bootstrap files
-    /// resolve against changed. The policy it follows is not among them: the replication scheduler
-    /// applies a changed one to the kept service's job (``reschedule(_:)``).
-    static func odataChanged(_ name: String, _ a: MirrorgateConfiguration, _ b: MirrorgateConfiguration)
-        -> Bool
-    {
-        guard var x = a.odata.services[name], let y = b.odata.services[name] else { return true }
-        x.policy = y.policy
-        return x != y || a.baseDirectory != b.baseDirectory
     }
 
     /// Gives the one replication scheduler the policies and jobs of `services` (see

@@ -5,6 +5,7 @@ import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import ODataCore
 import ODataGateway
 import Observability
 import Replication
@@ -184,7 +185,8 @@ final class Router: HTTPHandler {
                 out.respond(Self.methodNotAllowed(request, allow: "GET, HEAD"))
                 return
             }
-            replicationMetrics.update(replication)
+            replicationMetrics.update(
+                paused: replication.policies.keys.map { ($0, replication.isPaused($0)) })
             out.respond(
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
@@ -216,6 +218,36 @@ final class Router: HTTPHandler {
         h.add("Access-Control-Max-Age", "600")
         h.add("Access-Control-Expose-Headers", MirrorgateHeader.origin)
         return HTTPResponse(status: 204, headers: h)
+    }
+
+    /// `GET {mount}/$openapi`: the mount described as OpenAPI 3, generated from the cached `$metadata`
+    /// (``ODataOpenAPI``); 503 while no `$metadata` was ever cached, 405 (with `Allow`) for other methods.
+    /// False when the request is not addressed to it.
+    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataService, _ out: any Responder) -> Bool {
+        let mount = forwarder.settings.mount
+        guard request.path == mount + "$openapi" || request.path == mount + "%24openapi" else { return false }
+        let version = forwarder.settings.version ?? .v4
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var r = ODataServiceError.response(
+                405, code: "MethodNotAllowed", "use GET for $openapi", version: version)
+            r.headers.set("Allow", "GET, HEAD")
+            out.respond(r)
+            return true
+        }
+        guard let model = forwarder.mirror.model?.model else {
+            out.respond(
+                ODataServiceError.response(
+                    503, code: "NoMetadata",
+                    "no $metadata of this service is cached yet: it is fetched when the upstream first answers",
+                    version: version))
+            return true
+        }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        let doc = ODataOpenAPI.document(
+            model: model, serviceRoot: "http://\(host)\(mount)",
+            title: "\(forwarder.settings.name) (Mirrorgate)")
+        out.respond(.json(200, doc.serialized()))
+        return true
     }
 }
 

@@ -79,9 +79,9 @@ final class NSLockLike: @unchecked Sendable {
               services:
                 s: {upstream: "http://127.0.0.1:2/s/", policy: p}
             """)
-        #expect(!Gateway.odataChanged("s", a, renamed))
-        #expect(!Gateway.odataChanged("s", a, retimed))
-        #expect(Gateway.odataChanged("s", a, moved))
-        #expect(Gateway.odataChanged("t", a, moved))
+        #expect(!ConfigurationReload.odataServiceChanged("s", a, renamed))
+        #expect(!ConfigurationReload.odataServiceChanged("s", a, retimed))
+        #expect(ConfigurationReload.odataServiceChanged("s", a, moved))
+        #expect(ConfigurationReload.odataServiceChanged("t", a, moved))
     }
 }
