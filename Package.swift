@@ -186,7 +186,8 @@ let package = Package(
             dependencies: ["Replication", "GatewayConfig", "GatewaySupport", "JSONCore", "Storage"],
             swiftSettings: strict),
         .testTarget(
-            name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore"], swiftSettings: strict),
+            name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore", "JSONCore"],
+            swiftSettings: strict),
         .testTarget(
             name: "MirrorgateTests",
             dependencies: ["Mirrorgate", "MirrorgateTesting", "AlgoliaGateway", "GatewayConfig", "JSONCore"],
