@@ -1,5 +1,6 @@
 import AlgoliaGateway
 import Foundation
+import GatewayAdmin
 import GatewayConfig
 import JSONCore
 import ODataGateway

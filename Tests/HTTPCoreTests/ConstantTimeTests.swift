@@ -1,9 +1,7 @@
-import Foundation
+import HTTPCore
 import Testing
 
-@testable import Mirrorgate
-
-@Suite struct AdminHelpersTests {
+@Suite struct ConstantTimeTests {
     @Test func tokenComparison() {
         #expect(constantTimeEqual("Bearer abc", "Bearer abc"))
         #expect(!constantTimeEqual("Bearer abd", "Bearer abc"))
