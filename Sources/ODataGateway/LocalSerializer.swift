@@ -379,7 +379,7 @@ struct ODataJSONSerializer {
         for (name, v) in members where name != "@odata.type" {
             if let r = declared[name] {
                 if let t = Self.typeAnnotation(r) { out.append((name + "@odata.type", .string(t))) }
-                out.append((name, annotated(convert(v, type: r.primitive), r)))
+                out.append((name, annotated(convert(v, type: m.model.primitiveType(of: r)), r)))
             } else {
                 out.append((name, v))
             }
