@@ -39,6 +39,9 @@ struct LocalEntry: Sendable {
     var expectedType: String = ""
     /// An aggregated `$apply` result (no identity, no metadata of an entity).
     var aggregated: Bool = false
+    /// The primitive type of each top-level computed or aggregated value (`$compute`, `$apply`), which
+    /// the entity type does not declare (`IEEE754Compatible` writes Int64 and Decimal ones as strings).
+    var columnTypes: [String: EdmPrimitiveType] = [:]
     /// The names a `$select` chose (properties and navigation): only these are written; the key
     /// properties stay in `properties` for the entity's id.
     var selected: Set<String>?
@@ -504,6 +507,7 @@ struct LocalQueryPlanner {
                     set: scope.layout.set.name, entityType: scope.entityType, properties: props, etag: nil,
                     row: row)
                 e.aggregated = true
+                e.columnTypes = Self.columnTypes(columns, model: m.model)
                 entries.append(e)
             }
             return (entries, more)
@@ -516,6 +520,7 @@ struct LocalQueryPlanner {
                     set: scope.layout.set.name, entityType: row["_type"]?.string ?? scope.layout.entityType,
                     properties: props, etag: row["_etag"]?.string, row: row)
                 e.expectedType = scope.declaredType ?? scope.entityType
+                e.columnTypes = Self.columnTypes(computed, model: m.model)
                 entries.append(e)
             }
         }
@@ -537,6 +542,15 @@ struct LocalQueryPlanner {
             }
         }
         return (entries, more)
+    }
+
+    /// The primitive types of the top-level `columns`, by name.
+    static func columnTypes(_ columns: [ODataResultColumn], model: EdmModel) -> [String: EdmPrimitiveType] {
+        var out: [String: EdmPrimitiveType] = [:]
+        for c in columns where c.path.count == 1 {
+            if let t = model.primitiveType(of: c.type) { out[c.path[0]] = t }
+        }
+        return out
     }
 
     /// A computed or aggregated column's wire value.

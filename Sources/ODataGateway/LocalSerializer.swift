@@ -51,10 +51,12 @@ struct ODataJSONSerializer {
             }
             if !type.isCollection, let complex = m.model.structuredType(type.name), !complex.isEntity {
                 // A complex value is the body itself (null: 204, as upstreams answer).
-                guard let members = value.members else {
+                guard value.members != nil else {
                     return LocalReadResponse(status: 204, contentType: "text/plain", body: [])
                 }
-                body += members
+                // Full metadata names the complex type (`@odata.type`) and its members' types.
+                let written = format.metadata == .full ? annotated(value, type) : value
+                body += written.members ?? []
                 return json(.object(body))
             }
             body.append(("value", convert(value, type: m.model.primitiveType(of: type))))
@@ -252,7 +254,9 @@ struct ODataJSONSerializer {
         if e.aggregated {
             // An aggregated `$apply` row: no identity (V4 `@odata.id: null`), only its columns.
             if !v2, format.metadata != .none { out.append(("@odata.id", .null)) }
-            for (name, value) in e.properties { out.append((name, value)) }
+            for (name, value) in e.properties {
+                out.append((name, convert(value, type: e.columnTypes[name] ?? info?.primitives[name])))
+            }
             return out
         }
         let id = entityID(e)
@@ -275,7 +279,7 @@ struct ODataJSONSerializer {
         let full = !v2 && format.metadata == .full
         let declared = full ? declaredTypes(of: e.entityType) : [:]
         for (name, value) in e.properties where e.selected?.contains(name) ?? true {
-            let type = info?.primitives[name]
+            let type = info?.primitives[name] ?? e.columnTypes[name]
             if full, let ref = declared[name] {
                 if let t = Self.typeAnnotation(ref) { out.append((name + "@odata.type", .string(t))) }
                 out.append((name, annotated(convert(value, type: type), ref)))
