@@ -318,6 +318,24 @@ private func fullMetadata(_ reader: ODataLocalReader, _ path: String, _ query: S
     #expect(ann["Address"]?["@odata.type"]?.string == "#Shop.Model.Address")
 }
 
+@Test func computedAndAggregatedInt64AndDecimalAreStringsUnderIEEE754Compatible() throws {
+    let reader = ODataLocalReader(mirror: try shopMirror(), mount: ODataMount("/s/"))
+    func ieee(_ query: String) throws -> RawJSON {
+        try RawJSON.parse(
+            try reader.read(
+                LocalReadRequest(
+                    path: "Products", query: query, serviceRoot: "http://gw/s/",
+                    format: ODataFormat(version: .v4, ieee754Compatible: true), pageSize: nil)
+            ).body)
+    }
+    let sum = try ieee("$apply=aggregate(Stock%20with%20sum%20as%20S)")
+    #expect(sum["value"]?.elements?.first?["S"]?.string == "9007199254741005")
+    let computed = try ieee("$compute=Price%20mul%202%20as%20P&$select=ID,P&$filter=ID%20eq%202")
+    #expect(computed["value"]?.elements?.first?["P"]?.string == "20.5")
+    let (_, plain) = try get(reader, "Products", "$apply=aggregate(Stock%20with%20sum%20as%20S)")
+    #expect(plain["value"]?.elements?.first?["S"]?.serialized() == "9007199254741005")
+}
+
 @Test func fullMetadataOfANumericDynamicPropertyIs501() throws {
     let (mirror, _) = try makeTemporaryMirror("odopen", metadata: ODataFixtures.shopV4)
     var rows: [String: [MirrorEntity]] = [:]
