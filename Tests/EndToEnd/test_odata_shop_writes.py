@@ -221,5 +221,25 @@ def test_uploads_send_the_downloaded_etag_and_a_concurrent_change_is_archived(ga
         assert remote(up2, "Products(7)").json()["Name"] == "Theirs 7"  # not overwritten
         archive = requests.get(gw.url(SHOP + "ErrorArchive"), headers=ACCEPT, timeout=10).json()["value"]
         assert len(archive) == 1 and archive[0]["HTTPStatusCode"] == 412, archive
+        # The download after the upload keeps the upstream's new version of Products(6) ...
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            s = status_of(gw, "shop")
+            if s["lastDownloadAt"] and s["lastUploadAt"] and s["lastDownloadAt"] > s["lastUploadAt"]:
+                if not s["downloading"]:
+                    break
+            time.sleep(0.1)
+        assert s["lastDownloadAt"] > s["lastUploadAt"] and not s["downloading"], s
     finally:
         up2.stop()
+    # ... so the next offline change of it is uploaded with that version's ETag.
+    assert write(gw, "PATCH", "Products(6)", {"Name": "Mine 6 again"}).status_code == 204
+    up3 = ShopUpstream(port=up.port, data_of=up2).start()
+    try:
+        upload(gw)
+        patches = [r for r in up3.requests("PATCH") if r.path == "/shop.svc/Products(6)"]
+        assert len(patches) == 1 and patches[0].headers.get("If-Match") == 'W/"2"', patches
+        assert patches[0].status.startswith("204"), patches[0].status
+        assert remote(up3, "Products(6)").json()["Name"] == "Mine 6 again"
+    finally:
+        up3.stop()

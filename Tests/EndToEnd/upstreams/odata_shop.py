@@ -367,9 +367,14 @@ def _with_contained_creates(app, store: InMemoryDataStore):
 class ShopUpstream(ODataUpstream):
     """Runs the Shop app on 127.0.0.1 in a thread, recording requests, as the Northwind upstream does."""
 
-    def __init__(self, port: int = 0, page_size: int | None = None):
-        app, self.store = build_app(page_size=page_size)
-        super().__init__(port=port, app=_with_contained_creates(app, self.store), mount=MOUNT)
+    def __init__(self, port: int = 0, page_size: int | None = None, data_of: "ShopUpstream | None" = None):
+        """data_of: serve that (stopped) upstream's app and data again (a restart that keeps state)."""
+        if data_of is not None:
+            app, self.store = data_of.app, data_of.store
+        else:
+            app, self.store = build_app(page_size=page_size)
+            app = _with_contained_creates(app, self.store)
+        super().__init__(port=port, app=app, mount=MOUNT)
 
 
 if __name__ == "__main__":
