@@ -7,6 +7,7 @@ JSON it applied to the mirror, which SAP Gateway accepts as well.
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
 import requests
@@ -61,6 +62,18 @@ def test_v2_atom_writes_offline_are_read_back_and_uploaded(gateway_factory, tmp_
         assert r.status_code == 201 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
         local_id = r.json()["d"]["SalesOrderID"]
         assert local_id.startswith("local-")
+        # A client that sends Atom and asks for Atom (SAP Gateway's default) gets the created entry in Atom.
+        r = requests.post(
+            url + "SalesOrderSet",
+            data=entry(CustomerID="0100000003", CurrencyCode="CHF", Note="atom post 2").encode(),
+            headers={"Content-Type": "application/atom+xml", "Accept": "application/atom+xml"},
+            timeout=10,
+        )
+        assert r.status_code == 201 and r.headers["Content-Type"].startswith("application/atom+xml"), r.text
+        created = ElementTree.fromstring(r.content)
+        assert created.tag == "{http://www.w3.org/2005/Atom}entry", r.text
+        assert created.find("{http://www.w3.org/2005/Atom}id").text == r.headers["Location"]
+        assert "<d:Note>atom post 2</d:Note>" in r.text, r.text
         r = requests.put(
             url + f"SalesOrderSet('{ids[0]}')",
             data=entry(CustomerID="0100000001", CurrencyCode="USD", Note="atom put").encode(),
@@ -95,7 +108,7 @@ def test_v2_atom_writes_offline_are_read_back_and_uploaded(gateway_factory, tmp_
         assert r.status_code == 200 and "<d:Note>atom put</d:Note>" in r.text, r.text
         r = requests.get(url + "SalesOrderSet?$filter=Note eq 'atom batch'", headers=ACCEPT, timeout=10)
         assert len(r.json()["d"]["results"]) == 1, r.text
-        assert status_of(gw, "gw")["pendingRequests"] == 4
+        assert status_of(gw, "gw")["pendingRequests"] == 5
 
         sap = start_mock_sap(port, csrf=False)  # fresh data, same port
         upload_and_wait(gw, "gw")
@@ -105,7 +118,7 @@ def test_v2_atom_writes_offline_are_read_back_and_uploaded(gateway_factory, tmp_
             assert r.status_code == 200, r.text
             return r.json()["d"]
 
-        for text in ("atom post", "atom batch"):
+        for text in ("atom post", "atom post 2", "atom batch"):
             found = upstream(f"SalesOrderSet?$filter=Note eq '{text}'")["results"]
             assert len(found) == 1 and not found[0]["SalesOrderID"].startswith("local-"), found
         put = upstream(f"SalesOrderSet('{ids[0]}')")
