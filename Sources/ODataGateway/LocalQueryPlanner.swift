@@ -39,6 +39,9 @@ struct LocalEntry: Sendable {
     var expectedType: String = ""
     /// An aggregated `$apply` result (no identity, no metadata of an entity).
     var aggregated: Bool = false
+    /// The primitive type of each top-level computed or aggregated value (`$compute`, `$apply`), which
+    /// the entity type does not declare (`IEEE754Compatible` writes Int64 and Decimal ones as strings).
+    var columnTypes: [String: EdmPrimitiveType] = [:]
     /// The names a `$select` chose (properties and navigation): only these are written; the key
     /// properties stay in `properties` for the entity's id.
     var selected: Set<String>?
@@ -308,28 +311,36 @@ struct LocalQueryPlanner {
     }
 
     /// The entities `contained` (a `Set/Nav` table) holds for the rows of `source`; 501 when no defining
-    /// request downloaded them (`$expand=Nav`), since the mirror cannot tell that there are none.
+    /// request downloaded them (`$expand=Nav`) and some row of `source` was not created through the
+    /// gateway, since the mirror cannot tell what that parent contains upstream. (A parent created
+    /// offline contains exactly what was written with it or into it since.)
     func containedScope(_ contained: MirrorSetLayout, from source: LocalScope) throws(ODataServiceError)
         -> LocalScope
     {
         guard let container = contained.container else {
             throw ODataServiceError(500, "InternalError", "no container")
         }
+        let previous = source.condition
+        let sourceTable = source.layout.set.name
         let downloaded = try self.sql {
             try db.scalar(
                 #"SELECT 1 FROM "_mg_scope" WHERE entitySet = ? LIMIT 1"#, [.text(contained.set.name)])
         }
-        let written = try self.sql {
-            try db.scalar("SELECT 1 FROM \(q(contained.set.name)) LIMIT 1")
+        if downloaded == nil {
+            let parents = previous("p")
+            let notLocal = try self.sql {
+                try db.scalar(
+                    "SELECT 1 FROM \(q(sourceTable)) AS \"p\" WHERE (" + parents.sql
+                        + #") AND "p"."_dr" IS NOT 'local' LIMIT 1"#,
+                    parents.bindings.map(SQLValue.init))
+            }
+            if notLocal != nil {
+                throw ODataServiceError(
+                    501, "NotImplemented",
+                    "the entities '\(container.navigation)' contains were not downloaded (a defining request "
+                        + "with $expand=\(container.navigation) records them)")
+            }
         }
-        if downloaded == nil, written == nil {
-            throw ODataServiceError(
-                501, "NotImplemented",
-                "the entities '\(container.navigation)' contains were not downloaded (a defining request with "
-                    + "$expand=\(container.navigation) records them)")
-        }
-        let previous = source.condition
-        let sourceTable = source.layout.set.name
         let inner = "c\(contained.set.name.count)"
         let parentColumns = container.parentKey
         return LocalScope(
@@ -496,6 +507,7 @@ struct LocalQueryPlanner {
                     set: scope.layout.set.name, entityType: scope.entityType, properties: props, etag: nil,
                     row: row)
                 e.aggregated = true
+                e.columnTypes = Self.columnTypes(columns, model: m.model)
                 entries.append(e)
             }
             return (entries, more)
@@ -508,6 +520,7 @@ struct LocalQueryPlanner {
                     set: scope.layout.set.name, entityType: row["_type"]?.string ?? scope.layout.entityType,
                     properties: props, etag: row["_etag"]?.string, row: row)
                 e.expectedType = scope.declaredType ?? scope.entityType
+                e.columnTypes = Self.columnTypes(computed, model: m.model)
                 entries.append(e)
             }
         }
@@ -529,6 +542,15 @@ struct LocalQueryPlanner {
             }
         }
         return (entries, more)
+    }
+
+    /// The primitive types of the top-level `columns`, by name.
+    static func columnTypes(_ columns: [ODataResultColumn], model: EdmModel) -> [String: EdmPrimitiveType] {
+        var out: [String: EdmPrimitiveType] = [:]
+        for c in columns where c.path.count == 1 {
+            if let t = model.primitiveType(of: c.type) { out[c.path[0]] = t }
+        }
+        return out
     }
 
     /// A computed or aggregated column's wire value.
@@ -567,11 +589,16 @@ struct LocalQueryPlanner {
             }
             guard let nav = m.model.navigationProperty(named: first, in: entry.entityType) else { continue }
             var scope: LocalScope
-            if let contained = m.layouts[entry.set + "/" + first], let container = contained.container {
+            if let contained = m.layouts[entry.set + "/" + first], let container = contained.container,
+                let parent = m.layouts[entry.set]
+            {
                 let row = entry.row
                 _ = try containedScope(
                     contained,
-                    from: LocalScope(layout: contained, condition: { _ in SQLFragment("1") }, single: false))
+                    from: Self.equalScope(
+                        parent,
+                        container.parentKey.map { ($0.path[0], SQLBinding(row[$0.path[0]] ?? .null)) },
+                        single: true))
                 scope = Self.equalScope(
                     contained, container.parentKey.map { ($0.name, SQLBinding(row[$0.path[0]] ?? .null)) },
                     single: !nav.isCollection)

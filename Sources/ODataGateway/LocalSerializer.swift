@@ -51,15 +51,18 @@ struct ODataJSONSerializer {
             }
             if !type.isCollection, let complex = m.model.structuredType(type.name), !complex.isEntity {
                 // A complex value is the body itself (null: 204, as upstreams answer).
-                guard let members = value.members else {
+                guard value.members != nil else {
                     return LocalReadResponse(status: 204, contentType: "text/plain", body: [])
                 }
-                body += members
+                // Full metadata names the complex type (`@odata.type`) and its members' types.
+                let written = format.metadata == .full ? annotated(value, type) : value
+                body += written.members ?? []
                 return json(.object(body))
             }
             body.append(("value", convert(value, type: m.model.primitiveType(of: type))))
             return json(.object(body))
         case .entity(let e, let set, let options, let context):
+            if let name = unknownDynamicType([e]) { return unknownTypeResponse(name) }
             var object = entityJSON(e, topLevel: true)
             if !v2, format.metadata != .none {
                 // An entity of a type derived from the type its path declares names it as a cast
@@ -80,6 +83,7 @@ struct ODataJSONSerializer {
             response.etag = e.etag
             return response
         case .collection(let entries, let total, let next, let set, let options, let context):
+            if let name = unknownDynamicType(entries) { return unknownTypeResponse(name) }
             let values = entries.map { RawJSON.object(entityJSON($0, topLevel: true)) }
             let fragment = options.apply != nil ? (context ?? set) : (context ?? set) + selectSuffix(options)
             return feed(values, total: total, next: next, context: "$metadata#" + fragment)
@@ -250,7 +254,9 @@ struct ODataJSONSerializer {
         if e.aggregated {
             // An aggregated `$apply` row: no identity (V4 `@odata.id: null`), only its columns.
             if !v2, format.metadata != .none { out.append(("@odata.id", .null)) }
-            for (name, value) in e.properties { out.append((name, value)) }
+            for (name, value) in e.properties {
+                out.append((name, convert(value, type: e.columnTypes[name] ?? info?.primitives[name])))
+            }
             return out
         }
         let id = entityID(e)
@@ -270,9 +276,25 @@ struct ODataJSONSerializer {
             if let etag = e.etag, format.metadata != .none { out.append(("@odata.etag", .string(etag))) }
             if format.metadata == .full { out.append(("@odata.editLink", .string(id))) }
         }
+        let full = !v2 && format.metadata == .full
+        let declared = full ? declaredTypes(of: e.entityType) : [:]
         for (name, value) in e.properties where e.selected?.contains(name) ?? true {
-            let type = info?.primitives[name]
+            let type = info?.primitives[name] ?? e.columnTypes[name]
+            if full, let ref = declared[name] {
+                if let t = Self.typeAnnotation(ref) { out.append((name + "@odata.type", .string(t))) }
+                out.append((name, annotated(convert(value, type: type), ref)))
+                continue
+            }
             out.append((name, convert(value, type: type)))
+        }
+        if full {
+            // Full metadata names every navigation property's links (after the structural ones).
+            let navs = info?.navigationNames ?? m.model.navigationProperties(of: e.entityType).map(\.name)
+            let expandedNavs = Set(e.expanded.map(\.0))
+            for nav in navs where !expandedNavs.contains(nav) {
+                out.append((nav + "@odata.navigationLink", .string(id + "/" + nav)))
+                out.append((nav + "@odata.associationLink", .string(id + "/" + nav + "/$ref")))
+            }
         }
         let expandedNames = Set(e.expanded.map(\.0))
         if v2 {
@@ -291,12 +313,100 @@ struct ODataJSONSerializer {
                     out.append((name, .object(o)))
                 } else {
                     if let count { out.append((name + "@odata.count", .number(String(count)))) }
+                    navigationLinks(name, id: id, into: &out)
                     out.append((name, items))
                 }
             case .one(let entry):
+                if !v2 { navigationLinks(name, id: id, into: &out) }
                 out.append((name, entry.map { .object(entityJSON($0, topLevel: false)) } ?? .null))
             }
         }
         return out
+    }
+
+    /// 501: the type full metadata would name for dynamic property `name` is not known offline.
+    func unknownTypeResponse(_ name: String) -> LocalReadResponse {
+        let error = RawJSON.object([
+            (
+                "error",
+                .object([
+                    ("code", .string("NotImplemented")),
+                    (
+                        "message",
+                        .string(
+                            "odata.metadata=full names the type of dynamic property '\(name)', which the mirror "
+                                + "does not know (ask with odata.metadata=minimal)")
+                    ),
+                ])
+            )
+        ])
+        var response = json(error)
+        response.status = 501
+        return response
+    }
+
+    /// Full metadata: `Nav@odata.navigationLink` and `Nav@odata.associationLink` of `id`.
+    func navigationLinks(_ nav: String, id: String, into out: inout [(String, RawJSON)]) {
+        guard format.metadata == .full else { return }
+        out.append((nav + "@odata.navigationLink", .string(id + "/" + nav)))
+        out.append((nav + "@odata.associationLink", .string(id + "/" + nav + "/$ref")))
+    }
+
+    /// The declared type of each structural property of `type` (inherited ones included).
+    func declaredTypes(of type: String) -> [String: EdmTypeRef] {
+        Dictionary(m.model.properties(of: type).map { ($0.name, $0.type) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Full metadata's `@odata.type` of a value of `ref`: nil for the types JSON tells by itself (`String`,
+    /// `Boolean`, `Double`), the unqualified name of other primitives (`#Int32`), the qualified name of
+    /// enumeration and complex types, `#Collection(…)` of a collection.
+    static func typeAnnotation(_ ref: EdmTypeRef) -> String? {
+        let short = ref.name.hasPrefix("Edm.") ? String(ref.name.dropFirst(4)) : ref.name
+        if ref.isCollection { return "#Collection(" + short + ")" }
+        if ["Edm.String", "Edm.Boolean", "Edm.Double"].contains(ref.name) { return nil }
+        return "#" + short
+    }
+
+    /// A complex value (or collection of them) of `ref` with full metadata's `@odata.type` on each object
+    /// and on its own properties.
+    func annotated(_ value: RawJSON, _ ref: EdmTypeRef) -> RawJSON {
+        if ref.isCollection {
+            guard case .array(let items) = value else { return value }
+            return .array(items.map { annotated($0, EdmTypeRef(name: ref.name)) })
+        }
+        guard let complex = m.model.structuredType(ref.name), !complex.isEntity, let members = value.members
+        else { return value }
+        let given = members.first { $0.0 == "@odata.type" }?.1.string.map { String($0.dropFirst()) }
+        let type = given.flatMap { m.model.structuredType($0) } ?? complex
+        var out: [(String, RawJSON)] = [("@odata.type", .string("#" + type.qualifiedName))]
+        let declared = declaredTypes(of: type.qualifiedName)
+        for (name, v) in members where name != "@odata.type" {
+            if let r = declared[name] {
+                if let t = Self.typeAnnotation(r) { out.append((name + "@odata.type", .string(t))) }
+                out.append((name, annotated(convert(v, type: m.model.primitiveType(of: r)), r)))
+            } else {
+                out.append((name, v))
+            }
+        }
+        return .object(out)
+    }
+
+    /// Full metadata names the type of a dynamic (open type) property holding a number, which the mirror,
+    /// downloaded with minimal metadata, does not know: the name of the first such property in `entries`.
+    func unknownDynamicType(_ entries: [LocalEntry]) -> String? {
+        guard !v2, format.metadata == .full else { return nil }
+        for e in entries {
+            let declared = declaredTypes(of: e.entityType)
+            for (name, value) in e.properties where declared[name] == nil && !name.contains("@") {
+                if case .number = value { return name }
+            }
+            for (_, x) in e.expanded {
+                switch x {
+                case .many(let nested, _): if let n = unknownDynamicType(nested) { return n }
+                case .one(let one): if let one, let n = unknownDynamicType([one]) { return n }
+                }
+            }
+        }
+        return nil
     }
 }

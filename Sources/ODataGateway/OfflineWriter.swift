@@ -9,7 +9,8 @@ import Storage
 /// What an applied local write needs to answer.
 struct LocalWriteOutcome {
     var status: Int
-    /// The entity set written.
+    /// Where the written entity is addressed: its entity set (`Products`), or for an entity contained in
+    /// a parent the path of the containing navigation (`Orders(1)/Lines`).
     var set: String = ""
     /// For a create: the key predicate of the stored entity (`(-1)`).
     var createdKey: String?
@@ -203,12 +204,15 @@ struct ODataOfflineWriter: ODataServicePart {
         }
         var members: [(String, RawJSON)] = []
         var nested: [(nav: EdmNavigationProperty, items: [[(String, RawJSON)]])] = []
+        /// An Atom entry's V2 JSON form: what is applied to the mirror is what is uploaded.
+        var uploadJSON: RawJSON?
         if method != "DELETE" {
             let contentType = (input.headers["Content-Type"] ?? "").lowercased()
             let body: RawJSON
             if contentType.contains("atom") || contentType.contains("xml") {
                 // A V2 Atom entry (SAP Gateway's default format): read into its V2 JSON form.
                 body = try ODataAtomBody.object(input.body, type: type, model: m)
+                uploadJSON = body
             } else if let json = try? RawJSON.parse(input.body) {
                 body = json
             } else {
@@ -232,6 +236,11 @@ struct ODataOfflineWriter: ODataServicePart {
             authorization: input.headers["Authorization"], ifMatch: input.headers["If-Match"],
             localKey: nil, gatewayRoot: input.gatewayRoot, requestID: UUID().uuidString.lowercased(),
             firstSent: Self.imfDate(Date()), attempts: 0)
+        if let uploadJSON {
+            // Uploaded as V2 JSON, which every V2 service (SAP Gateway included) accepts as it accepts Atom.
+            queued.body = Array(uploadJSON.serialized().utf8)
+            queued.contentType = "application/json"
+        }
         if method == "POST" {
             /// The parent of a contained entity (`POST Orders(1)/Lines`).
             var container: [(String, RawJSON)]?
@@ -259,10 +268,14 @@ struct ODataOfflineWriter: ODataServicePart {
                     }
                 ).serialized()
             }
+            // A contained entity has no address of its own: it is read back under its parent.
+            let address =
+                container != nil
+                ? String(input.path.drop { $0 == "/" }.reversed().drop { $0 == "/" }.reversed()) : set
             return (
                 queued,
                 LocalWriteOutcome(
-                    status: 201, set: set,
+                    status: 201, set: address,
                     createdKey: ODataKeyText.predicate(stored, keyProperties, version: m.version))
             )
         }

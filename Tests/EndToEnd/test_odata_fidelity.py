@@ -142,7 +142,11 @@ SHOP_APPLY = [
 ]
 
 
-def shop_config(root: str) -> dict:
+SHOP_DEFINING = {"people": "People", "products": "Products", "orders": "Orders", "company": "Company"}
+
+
+def shop_config(root: str, defining: dict[str, str] = SHOP_DEFINING) -> dict:
+    """The Shop service under `SHOP`, with `defining` requests (name: query)."""
     return {
         "odata": {
             "services": {
@@ -150,12 +154,7 @@ def shop_config(root: str) -> dict:
                     "mount": SHOP,
                     "upstream": root,
                     "timeout": "3s",
-                    "definingRequests": [
-                        {"name": "people", "query": "People"},
-                        {"name": "products", "query": "Products"},
-                        {"name": "orders", "query": "Orders"},
-                        {"name": "company", "query": "Company"},
-                    ],
+                    "definingRequests": [{"name": n, "query": q} for n, q in defining.items()],
                 }
             }
         }

@@ -262,6 +262,99 @@ private func shopOrdersMirror() throws -> ODataMirror {
     #expect(status(r2, "Orders(1)/Lines", "") == 501)
 }
 
+@Test func containmentNotDownloadedIsReadOnlyUnderParentsCreatedLocally() throws {
+    let (mirror, _) = try makeTemporaryMirror("odshop3", metadata: ODataFixtures.shopV4)
+    try mirror.replace(
+        request: "orders", query: "Orders",
+        rows: ["Orders": [MirrorEntity(properties: try RawJSON.parse(#"{"ID":1}"#).members!)]])
+    let m = try #require(mirror.model)
+    let orders = try #require(m.layouts["Orders"])
+    let lines = try #require(m.layouts["Orders/Lines"])
+    try mirror.write { w in
+        // An order created offline with one line (as a deep insert stores them).
+        try w.insert(orders, members: try RawJSON.parse(#"{"ID":-1}"#).members!, etag: nil)
+        try w.insert(
+            lines, members: try RawJSON.parse(#"{"LineNo":1,"Quantity":2}"#).members!, etag: nil,
+            parent: [("ID", .number("-1"))])
+    }
+    let reader = ODataLocalReader(mirror: mirror, mount: ODataMount("/s/"))
+    let (code, body) = try get(reader, "Orders(-1)/Lines")
+    #expect(code == 200)
+    #expect((body["value"]?.elements ?? []).map { $0["LineNo"]?.serialized() ?? "" } == ["1"])
+    #expect(status(reader, "Orders(-1)", "$expand=Lines") == 200)
+    // The downloaded order's lines were never downloaded: not answered as an empty collection.
+    #expect(status(reader, "Orders(1)/Lines", "") == 501)
+    #expect(status(reader, "Orders(1)", "$expand=Lines") == 501)
+    #expect(status(reader, "Orders", "$expand=Lines") == 501)
+}
+
+private func fullMetadata(_ reader: ODataLocalReader, _ path: String, _ query: String = "") throws
+    -> LocalReadResponse
+{
+    try reader.read(
+        LocalReadRequest(
+            path: path, query: query, serviceRoot: "http://gw/s/",
+            format: ODataFormat(version: .v4, metadata: .full), pageSize: nil))
+}
+
+@Test func fullMetadataNamesPropertyTypesAndNavigationLinks() throws {
+    let reader = ODataLocalReader(mirror: try shopOrdersMirror(), mount: ODataMount("/s/"))
+    let order = try RawJSON.parse(try fullMetadata(reader, "Orders(1)").body)
+    #expect(order["ID@odata.type"]?.string == "#Int32")
+    #expect(order["Status@odata.type"]?.string == "#Shop.Model.Status")
+    #expect(order["Lines@odata.navigationLink"]?.string == "http://gw/s/Orders(1)/Lines")
+    #expect(order["Customer@odata.associationLink"]?.string == "http://gw/s/Orders(1)/Customer/$ref")
+    let expanded = try RawJSON.parse(try fullMetadata(reader, "Orders(1)", "$expand=Lines").body)
+    #expect(expanded["Lines@odata.navigationLink"]?.string == "http://gw/s/Orders(1)/Lines")
+    let line = try #require(expanded["Lines"]?.elements?.first)
+    #expect(line["Amount@odata.type"]?.string == "#Decimal")
+    #expect(line["LineNo@odata.type"]?.string == "#Int32")
+
+    let people = ODataLocalReader(mirror: try shopMirror(), mount: ODataMount("/s/"))
+    let ann = try RawJSON.parse(try fullMetadata(people, "People(1)").body)
+    #expect(ann["Name@odata.type"] == nil)  // String, Boolean and Double need none
+    #expect(ann["Emails@odata.type"]?.string == "#Collection(String)")
+    #expect(ann["Address@odata.type"]?.string == "#Shop.Model.Address")
+    #expect(ann["Address"]?["@odata.type"]?.string == "#Shop.Model.Address")
+}
+
+@Test func computedAndAggregatedInt64AndDecimalAreStringsUnderIEEE754Compatible() throws {
+    let reader = ODataLocalReader(mirror: try shopMirror(), mount: ODataMount("/s/"))
+    func ieee(_ query: String) throws -> RawJSON {
+        try RawJSON.parse(
+            try reader.read(
+                LocalReadRequest(
+                    path: "Products", query: query, serviceRoot: "http://gw/s/",
+                    format: ODataFormat(version: .v4, ieee754Compatible: true), pageSize: nil)
+            ).body)
+    }
+    let sum = try ieee("$apply=aggregate(Stock%20with%20sum%20as%20S)")
+    #expect(sum["value"]?.elements?.first?["S"]?.string == "9007199254741005")
+    let computed = try ieee("$compute=Price%20mul%202%20as%20P&$select=ID,P&$filter=ID%20eq%202")
+    #expect(computed["value"]?.elements?.first?["P"]?.string == "20.5")
+    let (_, plain) = try get(reader, "Products", "$apply=aggregate(Stock%20with%20sum%20as%20S)")
+    #expect(plain["value"]?.elements?.first?["S"]?.serialized() == "9007199254741005")
+}
+
+@Test func fullMetadataOfANumericDynamicPropertyIs501() throws {
+    let (mirror, _) = try makeTemporaryMirror("odopen", metadata: ODataFixtures.shopV4)
+    var rows: [String: [MirrorEntity]] = [:]
+    var links: [MirrorLinkRecord] = []
+    ODataDownloader.ingest(
+        try RawJSON.parse(
+            ##"{"@odata.type":"#Shop.Model.Customer","ID":3,"Name":"Cid","Nick":"C","Visits":7}"##
+        )
+        .members!, set: "People", type: "Shop.Model.Person", model: mirror.model!, into: &rows, links: &links)
+    try mirror.replace(request: "people", query: "People", rows: rows)
+    let reader = ODataLocalReader(mirror: mirror, mount: ODataMount("/s/"))
+    let answer = try fullMetadata(reader, "People(3)")
+    #expect(answer.status == 501)
+    #expect(String(decoding: answer.body, as: UTF8.self).contains("Visits"))
+    let (code, body) = try get(reader, "People(3)")  // minimal metadata: the value as downloaded
+    #expect(code == 200)
+    #expect(body["Visits"]?.serialized() == "7")
+}
+
 @Test func v2AtomFeedsEntriesAndProperties() throws {
     let (mirror, _) = try makeTemporaryMirror("odatom", metadata: ODataFixtures.customersOrdersV2)
     try mirror.replace(

@@ -1,8 +1,10 @@
 """A richer OData V4 upstream on odatapy's in-memory processor (loopback only), for issue 15's model
 features: inheritance (`People` holds `Person`, `Employee` and `Customer`; `Employee` adds a
-navigation), an abstract-free open type (`Customer`), a singleton (`Company`), containment
-(`Orders(1)/Lines`), enumerations (flags `Color`, `Status`), complex and collection properties,
-`Edm.Duration`/`Date`/`TimeOfDay`/`DateTimeOffset`/`Decimal`/`Int64`/`Guid`, ETags.
+navigation), an abstract type (`Party`, base of `Supplier`), an open type (`Customer`, dynamic properties on `People(3)`), `Edm.Binary` (`Supplier.Logo`), a singleton (`Company`), containment
+(`Orders(1)/Lines`, read by odatapy, created by `POST Orders(N)/Lines` in a small WSGI layer of ours,
+as odatapy cannot), a set no defining request names (`Suppliers`), enumerations (flags `Color`, `Status`), complex and collection properties,
+`Edm.Duration`/`Date`/`TimeOfDay`/`DateTimeOffset`/`Decimal`/`Int64`/`Guid`, ETags (`W/"1"` on every
+entity of `People`, `Products` and `Orders` from the start, so that collection reads carry them too).
 
 Mounted at ``/shop.svc/``; absolute URLs from its own origin; every request recorded (as the Northwind
 upstream). Run by hand: ``python odata_shop.py PORT [PAGE_SIZE]``.
@@ -11,6 +13,8 @@ upstream). Run by hand: ``python odata_shop.py PORT [PAGE_SIZE]``.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import sys
 import threading
 import uuid
@@ -139,6 +143,17 @@ class Provider(CsdlAbstractEdmProvider):
             key=[CsdlPropertyRef(name="ID")],
             properties=[P("ID", "Edm.Int32", nullable=False), P("Name", "Edm.String"), P("Headquarters", f"{NS}.Address")],
         )
+        party = CsdlEntityType(
+            name="Party",
+            abstract=True,
+            key=[CsdlPropertyRef(name="ID")],
+            properties=[P("ID", "Edm.Int32", nullable=False), P("Name", "Edm.String")],
+        )
+        supplier = CsdlEntityType(
+            name="Supplier",
+            base_type=f"{NS}.Party",
+            properties=[P("City", "Edm.String"), P("Logo", "Edm.Binary")],
+        )
         container = CsdlEntityContainer(
             name="Container",
             entity_sets=[
@@ -150,6 +165,7 @@ class Provider(CsdlAbstractEdmProvider):
                     ],
                 ),
                 CsdlEntitySet(name="Products", type=f"{NS}.Product"),
+                CsdlEntitySet(name="Suppliers", type=f"{NS}.Supplier"),
                 CsdlEntitySet(
                     name="Orders",
                     type=f"{NS}.Order",
@@ -163,7 +179,7 @@ class Provider(CsdlAbstractEdmProvider):
                 namespace=NS,
                 enum_types=[color, status],
                 complex_types=[address],
-                entity_types=[person, employee, customer, product, order, line, company],
+                entity_types=[person, employee, customer, product, order, line, company, party, supplier],
                 entity_container=container,
             )
         ]
@@ -244,6 +260,9 @@ def people() -> list[Entity]:
             _prim(e, "HiredOn", extra[1], "Edm.Date")
         if kind == "Customer":
             _prim(e, "Tier", extra, "Edm.Int16")
+            if pid == 3:  # dynamic properties of the open type
+                _prim(e, "Nickname", "Ciddy", "Edm.String")
+                _prim(e, "Visits", 7, "Edm.Int32")
         out.append(e)
     return out
 
@@ -285,17 +304,76 @@ def build_app(page_size: int | None = None) -> tuple[ODataWSGIApp, InMemoryDataS
     _prim(company, "Name", "Shop AG", "Edm.String")
     company.set_property("Headquarters", _address("1 Bahnhofstrasse", "Zurich"), ValueType.COMPLEX, f"{NS}.Address")
     store.set_entities("Company", [company])
-    store.declare_key_auto_generating("Products", "Orders")
+    suppliers = []
+    for sid, name, city, logo in ((1, "Acme", "Bern", b"\x89PNG\r\n\x1a\n\x00\xff"), (2, "Bolt", "Basel", None)):
+        supplier = Entity(type=f"{NS}.Supplier")
+        _prim(supplier, "ID", sid, "Edm.Int32")
+        _prim(supplier, "Name", name, "Edm.String")
+        _prim(supplier, "City", city, "Edm.String")
+        _prim(supplier, "Logo", logo, "Edm.Binary")
+        suppliers.append(supplier)
+    store.set_entities("Suppliers", suppliers)
+    for e in ppl + store.entities("Products") + orders:
+        e.etag = 'W/"1"'
+    store.declare_key_auto_generating("Products", "Orders", "Suppliers")
     handler.register(InMemoryProcessor(store, page_size=page_size))
     handler.register(ETags())
     return ODataWSGIApp(handler, mount_path=MOUNT), store
 
 
+_CONTAINED_POST = re.compile(re.escape(MOUNT) + r"/Orders\((\d+)\)/Lines/?$")
+
+
+def _with_contained_creates(app, store: InMemoryDataStore):
+    """`app`, except that `POST Orders(N)/Lines` (JSON) adds an `OrderLine` to order N's contained lines:
+    odatapy's processor answers 400 to a POST into a containment navigation (it needs a bound set)."""
+
+    def wsgi(environ, start_response):
+        m = _CONTAINED_POST.match(environ.get("PATH_INFO", ""))
+        if environ.get("REQUEST_METHOD") != "POST" or not m:
+            return app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        oid = int(m.group(1))
+
+        def answer(status: str, doc: dict, extra=()):
+            body = json.dumps(doc).encode()
+            hdrs = [("Content-Type", "application/json;odata.metadata=minimal"), ("OData-Version", "4.0"), *extra]
+            start_response(status, hdrs + [("Content-Length", str(len(body)))])
+            return [body]
+
+        try:
+            doc = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            line_no = int(doc["LineNo"])
+        except (ValueError, KeyError, TypeError):
+            return answer("400 Bad Request", {"error": {"code": "400", "message": "LineNo is required"}})
+        if not any(o.get_value("ID") == oid for o in store.entities("Orders")):
+            return answer("404 Not Found", {"error": {"code": "404", "message": "Entity not found."}})
+        ln = Entity(type=f"{NS}.OrderLine")
+        _prim(ln, "LineNo", line_no, "Edm.Int32")
+        for name in ("ProductID", "Quantity"):
+            _prim(ln, name, doc.get(name), "Edm.Int32")
+        amount = doc.get("Amount")
+        _prim(ln, "Amount", None if amount is None else Decimal(str(amount)), "Edm.Decimal")
+        store.add_relation("Orders", repr(oid), "Lines", ln)
+        origin = f"http://{environ['HTTP_HOST']}"
+        location = f"{origin}{MOUNT}/Orders({oid})/Lines({line_no})"
+        out = {"@odata.context": f"{origin}{MOUNT}/$metadata#Orders({oid})/Lines/$entity"}
+        out.update({k: doc.get(k) for k in ("LineNo", "ProductID", "Quantity", "Amount")})
+        return answer("201 Created", out, [("Location", location)])
+
+    return wsgi
+
+
 class ShopUpstream(ODataUpstream):
     """Runs the Shop app on 127.0.0.1 in a thread, recording requests, as the Northwind upstream does."""
 
-    def __init__(self, port: int = 0, page_size: int | None = None):
-        app, self.store = build_app(page_size=page_size)
+    def __init__(self, port: int = 0, page_size: int | None = None, data_of: "ShopUpstream | None" = None):
+        """data_of: serve that (stopped) upstream's app and data again (a restart that keeps state)."""
+        if data_of is not None:
+            app, self.store = data_of.app, data_of.store
+        else:
+            app, self.store = build_app(page_size=page_size)
+            app = _with_contained_creates(app, self.store)
         super().__init__(port=port, app=app, mount=MOUNT)
 
 
