@@ -51,6 +51,10 @@ QUERIES = [
     "Products(1)/Category",
     "Categories(2)/Products",
     "Products(1)?$expand=Category",
+    "Categories(1)?$expand=Products",
+    "Categories(1)/Products?$inlinecount=allpages&$top=1",
+    "Categories(1)/Products/$count",
+    "Products(1)/Category/Name",
 ]
 
 
