@@ -105,6 +105,15 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // The admin API (SPEC §5) over the services in force: probes, status, runs, policies, archives.
+        .target(
+            name: "GatewayAdmin",
+            dependencies: [
+                "HTTPCore", "JSONCore", "GatewayConfig", "Upstream", "Replication", "AlgoliaGateway",
+                "ODataGateway", "Observability",
+            ],
+            swiftSettings: strict),
+
         // Log lines (JSON, logfmt) and Prometheus metrics with help, process and scrape-time families.
         .target(
             name: "Observability",
@@ -121,7 +130,7 @@ let package = Package(
             dependencies: [
                 "HTTPServer", "HTTPCore", "GatewaySupport", "Upstream", "Storage", "GatewayConfig",
                 "AlgoliaGateway", "ODataGateway", "ODataCore", "JSONCore", "SearchEngine", "Observability",
-                "Replication", "SystemCalls",
+                "Replication", "SystemCalls", "GatewayAdmin",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -142,7 +151,7 @@ let package = Package(
             name: "mirrorgate",
             dependencies: [
                 "Mirrorgate", "Observability", "GatewayConfig", "Upstream", "JSONCore", "HTTPCore",
-                "GatewaySupport",
+                "GatewaySupport", "Storage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -186,7 +195,8 @@ let package = Package(
             dependencies: ["Replication", "GatewayConfig", "GatewaySupport", "JSONCore", "Storage"],
             swiftSettings: strict),
         .testTarget(
-            name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore"], swiftSettings: strict),
+            name: "ObservabilityTests", dependencies: ["Observability", "HTTPCore", "JSONCore"],
+            swiftSettings: strict),
         .testTarget(
             name: "MirrorgateTests",
             dependencies: ["Mirrorgate", "MirrorgateTesting", "AlgoliaGateway", "GatewayConfig", "JSONCore"],

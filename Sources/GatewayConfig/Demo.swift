@@ -54,7 +54,7 @@ extension MirrorgateConfiguration {
     /// path relative to the demo configuration's directory (e.g. `demo/packages.json`) → bytes.
     public static var demoFiles: [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]
-        for (path, base64) in demoFilesBase64 {
+        for (path, base64) in DemoFileData.base64 {
             guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
                 preconditionFailure("DemoFiles.swift: \(path) is not base64; run scripts/gen-demo-files.sh")
             }

@@ -132,3 +132,18 @@ public struct ConfigurationReload: Sendable, Equatable {
         applied.contains { $0.key.hasPrefix("algolia.") || $0.key == "baseDirectory" }
     }
 }
+
+extension ConfigurationReload {
+    /// Whether OData service `name` must be reopened: its keys or the directory its bootstrap files
+    /// resolve against changed. The policy it follows is not among them: the replication scheduler
+    /// applies a changed one to the kept service's job (the assembly's reschedule).
+    public static func odataServiceChanged(
+        _ name: String, _ a: MirrorgateConfiguration, _ b: MirrorgateConfiguration
+    )
+        -> Bool
+    {
+        guard var x = a.odata.services[name], let y = b.odata.services[name] else { return true }
+        x.policy = y.policy
+        return x != y || a.baseDirectory != b.baseDirectory
+    }
+}

@@ -1,5 +1,6 @@
 import AlgoliaGateway
 import Foundation
+import GatewayAdmin
 import GatewayConfig
 import GatewaySupport
 import HTTPCore
@@ -151,13 +152,13 @@ public final class Gateway: Sendable {
             errors: { status, message, target in router.errorResponse(status, message, target: target) },
             observer: AccessLog.observer(router: router, metrics: metrics),
             logger: Logger(label: "mirrorgate.http"))
-        router.serving.store(true, ordering: .releasing)
+        router.admin.serving.store(true, ordering: .releasing)
         Self.installReloader(self)
     }
 
     /// Lets `POST /_mirrorgate/reload` reach `gateway` (without keeping it alive).
     private static func installReloader(_ gateway: Gateway) {
-        gateway.router.reloader.withLock { r in
+        gateway.router.admin.reloader.withLock { r in
             r = { [weak gateway] in gateway?.reload() ?? .failed("the gateway is stopping") }
         }
     }
@@ -178,8 +179,8 @@ public final class Gateway: Sendable {
 
     /// Stops accepting, lets in-flight requests finish within `server.shutdownGrace`, then closes the rest.
     public func shutdown() {
-        router.serving.store(false, ordering: .releasing)
-        router.reloader.withLock { $0 = nil }
+        router.admin.serving.store(false, ordering: .releasing)
+        router.admin.reloader.withLock { $0 = nil }
         server.shutdown(grace: configuration.server.shutdownGrace)
         replication.stop()
         router.stop()
@@ -253,4 +254,13 @@ enum AccessLog {
         }
     }
 
+}
+
+extension StoreLayout {
+    /// The layout of `configuration`'s data directory, with the secrets it configures.
+    public init(configuration: MirrorgateConfiguration, cost: KeyDerivationCost = .standard) throws {
+        try self.init(
+            dataDir: configuration.dataDir, algoliaSecret: configuration.algolia.storeEncryptionKey,
+            odataSecrets: configuration.odata.services.mapValues(\.storeEncryptionKey), cost: cost)
+    }
 }

@@ -6,11 +6,13 @@ import JSONCore
 import Logging
 import ODataCore
 import ODataGateway
+import Observability
 import Replication
+import Storage
 import Upstream
 
-/// Builds one ``ODataService`` per configured OData service from its configuration, wires its events,
-/// EventLog entries and metrics, and answers the OData admin routes.
+/// Builds one ``ODataService`` per configured OData service from its configuration and wires its events,
+/// EventLog entries and metrics (``ODataServiceMetrics``).
 enum ODataAssembly {
     /// The service for `name`, its runs registered with `replication`.
     static func make(
@@ -81,106 +83,29 @@ enum ODataAssembly {
                 events("uploadDidStart", ["service": .string(name)])
             }
         }
-        ODataMetrics.observe(service, name: name)
+        let metrics = ODataServiceMetrics(service: name)
+        service.onUpload { stats in
+            guard let stats else { return }
+            metrics.uploadFinished(
+                uploaded: stats.uploaded, failed: stats.failed + stats.inDoubt,
+                requestsBefore: stats.requestsBefore, requestsAfter: stats.requestsAfter)
+        }
+        service.onDownload { result in
+            guard case .success(let stats) = result else { return }
+            let figures = stats.json
+            metrics.downloadFinished(
+                kind: stats.kind, changed: Int(figures["changed"]?.intValue ?? 0),
+                removed: Int(figures["removed"]?.intValue ?? 0))
+        }
+        recordQueue(service, name: name)
         return service
     }
-}
 
-extension Router {
-    /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
-    /// `{entitySets, durationMs}` (502 and `{message,status}` when it failed); 409 while one runs; 404 for
-    /// an unknown service.
-    func odataDownload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
-        let name = Self.name(request.path, after: Self.odataServices, before: "/download")
-        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
-            out.respond(Self.adminError(404, "no OData service named \(name)"))
-            return
-        }
-        let wait = request.queryValue("wait") == "true"
-        let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
-            wait ? waitedRun(out, json: \.json) : nil
-        guard service.download(completion: completion) else {
-            out.respond(Self.adminError(409, "a download of \(name) is already running"))
-            return
-        }
-        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
-    }
-
-    /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
-    /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
-    /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
-    func odataUpload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
-        let name = Self.name(request.path, after: Self.odataServices, before: "/upload")
-        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
-            out.respond(Self.adminError(404, "no OData service named \(name)"))
-            return
-        }
-        let wait = request.queryValue("wait") == "true"
-        if !wait, !service.reachability.isReachable {
-            out.respond(Self.adminError(503, "the upstream of \(name) is unreachable"))
-            return
-        }
-        var completion: (@Sendable (ODataUploadStats) -> Void)?
-        if wait {
-            let unreachable = Self.adminError(503, "the upstream of \(name) is unreachable")
-            completion = { stats in
-                if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
-                    out.respond(unreachable)
-                } else {
-                    out.respond(.json(200, stats.json.serialized()))
-                }
-            }
-        }
-        guard service.upload(completion: completion) else {
-            out.respond(Self.adminError(409, "an upload of \(name) is already running"))
-            return
-        }
-        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
-    }
-
-    /// `odata.services` of `/_mirrorgate/status`.
-    func odataStatus(_ services: ServiceSet) -> JSON {
-        var result = JSONObject()
-        for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
-            var entry = s.status()
-            if var o = entry.objectValue {
-                o["reachable"] = s.reachability.knownReachability.map { .bool($0) } ?? .null
-                entry = .object(o)
-            }
-            result[s.settings.name] = entry
-        }
-        return ["services": .object(result)]
-    }
-}
-
-extension Router {
-    /// `GET {mount}/$openapi`: the mount described as OpenAPI 3, generated from the cached `$metadata`
-    /// (``ODataOpenAPI``); 503 while no `$metadata` was ever cached, 405 (with `Allow`) for other methods.
-    /// False when the request is not addressed to it.
-    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataService, _ out: any Responder) -> Bool {
-        let mount = forwarder.settings.mount
-        guard request.path == mount + "$openapi" || request.path == mount + "%24openapi" else { return false }
-        let version = forwarder.settings.version ?? .v4
-        guard request.method == "GET" || request.method == "HEAD" else {
-            var r = ODataServiceError.response(
-                405, code: "MethodNotAllowed", "use GET for $openapi", version: version)
-            r.headers.set("Allow", "GET, HEAD")
-            out.respond(r)
-            return true
-        }
-        guard let model = forwarder.mirror.model?.model else {
-            out.respond(
-                ODataServiceError.response(
-                    503, code: "NoMetadata",
-                    "no $metadata of this service is cached yet: it is fetched when the upstream first answers",
-                    version: version))
-            return true
-        }
-        let host = request.headers["Host"] ?? "127.0.0.1"
-        let doc = ODataOpenAPI.document(
-            model: model, serviceRoot: "http://\(host)\(mount)",
-            title: "\(forwarder.settings.name) (Mirrorgate)")
-        out.respond(.json(200, doc.serialized()))
-        return true
+    /// Sets the queue gauges of `service` (at its start and whenever `/metrics` is rendered).
+    static func recordQueue(_ service: ODataService, name: String) {
+        let queue = service.queue
+        ODataServiceMetrics.recordQueue(
+            service: name, length: queue.count, inDoubt: queue.inDoubtCount(), held: queue.heldCount(),
+            waitingForCredentials: queue.waitingCount(), archived: queue.archivedCount())
     }
 }

@@ -1,5 +1,6 @@
 import AlgoliaGateway
 import Foundation
+import GatewayAdmin
 import GatewayConfig
 import GatewaySupport
 import JSONCore
@@ -7,53 +8,7 @@ import Logging
 import ODataGateway
 import Observability
 import SearchEngine
-
-/// What a reload did (`SIGHUP`, `POST /_mirrorgate/reload`).
-public enum ReloadOutcome: Sendable {
-    /// The new configuration runs (restart-only keys excepted, see ``ConfigurationReload``).
-    case applied(ConfigurationReload)
-    /// The file is invalid; the running configuration is kept.
-    case invalid([String])
-    /// Another reload is running.
-    case busy
-    /// A service could not be rebuilt (a store that does not open, a bootstrap file that does not read);
-    /// the running configuration is kept.
-    case failed(String)
-
-    /// The admin API's status for it.
-    public var status: Int {
-        switch self {
-        case .applied: 200
-        case .invalid: 400
-        case .busy: 409
-        case .failed: 500
-        }
-    }
-
-    /// The admin API's body: `{status, changes, restartRequired}`, or `{message, status, errors}`.
-    public var json: JSON {
-        switch self {
-        case .applied(let plan):
-            return [
-                "status": "reloaded",
-                "changes": .array(plan.applied.map { ["key": .string($0.key), "change": .string($0.kind)] }),
-                "restartRequired": .array(plan.restartRequired.map { .string($0) }),
-            ]
-        case .invalid(let errors):
-            return [
-                "message": "invalid configuration; the running configuration is kept", "status": 400,
-                "errors": .array(errors.map { .string($0) }),
-            ]
-        case .busy:
-            return ["message": "a reload is already running", "status": 409]
-        case .failed(let message):
-            return [
-                "message": .string("reload failed; the running configuration is kept: \(message)"),
-                "status": 500,
-            ]
-        }
-    }
-}
+import Storage
 
 extension Gateway {
     /// Re-reads the configuration and applies what changed without dropping connections or local data:
@@ -130,7 +85,7 @@ extension Gateway {
         // The stores of added and changed services (their keys derived once per reload that needs them).
         let needsLayout = next.odata.services.keys.contains { name in
             !running.odata.contains { $0.settings.name == name }
-                || Self.odataChanged(name, running.configuration, next)
+                || ConfigurationReload.odataServiceChanged(name, running.configuration, next)
         }
         var nextLayout = layout
         if needsLayout {
@@ -143,7 +98,7 @@ extension Gateway {
         }
         for name in next.odata.services.keys.sorted() {
             let old = running.odata.first { $0.settings.name == name }
-            if let old, !Self.odataChanged(name, running.configuration, next) {
+            if let old, !ConfigurationReload.odataServiceChanged(name, running.configuration, next) {
                 odata.append(old)
                 continue
             }
@@ -188,17 +143,6 @@ extension Gateway {
         }
         for s in added { s.reachability.probeNow() }
         return .applied(plan)
-    }
-
-    /// Whether OData service `name` must be reopened: its keys or the directory its bootstrap files
-    /// resolve against changed. The policy it follows is not among them: the replication scheduler
-    /// applies a changed one to the kept service's job (``reschedule(_:)``).
-    static func odataChanged(_ name: String, _ a: MirrorgateConfiguration, _ b: MirrorgateConfiguration)
-        -> Bool
-    {
-        guard var x = a.odata.services[name], let y = b.odata.services[name] else { return true }
-        x.policy = y.policy
-        return x != y || a.baseDirectory != b.baseDirectory
     }
 
     /// Gives the one replication scheduler the policies and jobs of `services` (see

@@ -1,34 +1,17 @@
 import AlgoliaGateway
 import Foundation
+import GatewayAdmin
 import GatewayConfig
 import GatewaySupport
 import HTTPCore
 import JSONCore
 import Logging
+import ODataCore
 import ODataGateway
 import Observability
 import Replication
 import Synchronization
 import Upstream
-
-/// What a reload replaces at once: the configuration in force and the services built from it. A request
-/// reads one snapshot when it arrives and keeps it to the end, so a reload never changes the rules under
-/// a request already routed.
-struct ServiceSet: Sendable {
-    /// The configuration in force (restart-only keys keep the values the gateway started with).
-    let configuration: MirrorgateConfiguration
-    let algolia: AlgoliaService
-    /// OData services, longest mount first (so that nested mounts route to the most specific one).
-    let odata: [ODataService]
-    let allowedOrigins: Set<String>
-
-    init(configuration: MirrorgateConfiguration, algolia: AlgoliaService, odata: [ODataService]) {
-        self.configuration = configuration
-        self.algolia = algolia
-        self.odata = odata.sorted { $0.settings.mount.count > $1.settings.mount.count }
-        self.allowedOrigins = Set(configuration.server.cors.allowOrigins)
-    }
-}
 
 /// Routes each request: CORS preflights, the admin API, `/metrics`, `/1/` to Algolia, OData mounts to
 /// their services, anything else a JSON 404. Adds CORS headers for allowed origins and strips any an
@@ -38,16 +21,10 @@ final class Router: HTTPHandler {
     /// The one scheduler of every replication (kept across reloads, which give it the new jobs).
     let replication: ReplicationScheduler
     let replicationMetrics: ReplicationMetrics
-    let events: EventBus
     let metrics: GatewayMetrics
     let logger: Logger
-    let startedAt = Date()
-    /// Readiness (`GET /_mirrorgate/ready`): set once the listener is up, cleared when stopping.
-    let serving = Atomic<Bool>(false)
-    /// Whether the stores answer (`/ready`); set by the gateway.
-    let storageCheck: @Sendable () -> Bool
-    /// Runs a reload (`POST /_mirrorgate/reload`); set by the gateway once it exists.
-    let reloader = Mutex<(@Sendable () -> ReloadOutcome)?>(nil)
+    /// `/_mirrorgate/…` (readiness and the reload hook are set by the gateway).
+    let admin: AdminAPI
 
     init(
         services: ServiceSet, replication: ReplicationScheduler, replicationMetrics: ReplicationMetrics,
@@ -57,10 +34,10 @@ final class Router: HTTPHandler {
         self.current = Mutex(services)
         self.replication = replication
         self.replicationMetrics = replicationMetrics
-        self.events = events
         self.metrics = metrics
         self.logger = logger
-        self.storageCheck = storageCheck
+        self.admin = AdminAPI(
+            version: mirrorgateVersion, replication: replication, events: events, storageCheck: storageCheck)
     }
 
     /// The services in force.
@@ -138,13 +115,8 @@ final class Router: HTTPHandler {
                 message,
                 version: service.settings.version ?? .v4)
         default:
-            return Self.adminError(status, message)
+            return AdminAPI.adminError(status, message)
         }
-    }
-
-    /// `{"message","status"}`, the admin API's error body.
-    static func adminError(_ status: Int, _ message: String) -> HTTPResponse {
-        .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
     }
 
     /// Nothing blocks here: forwarding runs on the curl loop and local answers (CPU work) are handed to
@@ -178,13 +150,14 @@ final class Router: HTTPHandler {
             if odataOpenAPI(request, service, out) { return }
             service.handle(request, out)
         case .admin:
-            admin(request, services, out)
+            admin.handle(request, services, out)
         case .metrics:
             guard request.method == "GET" || request.method == "HEAD" else {
-                out.respond(Self.methodNotAllowed(request, allow: "GET, HEAD"))
+                out.respond(AdminAPI.methodNotAllowed(request, allow: "GET, HEAD"))
                 return
             }
-            replicationMetrics.update(replication)
+            replicationMetrics.update(
+                paused: replication.policies.keys.map { ($0, replication.isPaused($0)) })
             out.respond(
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
@@ -193,13 +166,6 @@ final class Router: HTTPHandler {
             out.respond(
                 errorResponse(404, "no route for \(request.method) \(request.path)", target: request.target))
         }
-    }
-
-    /// 405 with `Allow`.
-    static func methodNotAllowed(_ request: HTTPRequest, allow: String) -> HTTPResponse {
-        var r = adminError(405, "method \(request.method) not allowed on \(request.path) (allowed: \(allow))")
-        r.headers.set("Allow", allow)
-        return r
     }
 
     private func preflight(_ request: HTTPRequest, allowed: Bool) -> HTTPResponse {
@@ -217,14 +183,34 @@ final class Router: HTTPHandler {
         h.add("Access-Control-Expose-Headers", MirrorgateHeader.origin)
         return HTTPResponse(status: 204, headers: h)
     }
-}
 
-func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8)
-    let y = Array(b.utf8)
-    var diff = UInt8(x.count == y.count ? 0 : 1)
-    for i in 0..<max(x.count, y.count) {
-        diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
+    /// `GET {mount}/$openapi`: the mount described as OpenAPI 3, generated from the cached `$metadata`
+    /// (``ODataOpenAPI``); 503 while no `$metadata` was ever cached, 405 (with `Allow`) for other methods.
+    /// False when the request is not addressed to it.
+    func odataOpenAPI(_ request: HTTPRequest, _ forwarder: ODataService, _ out: any Responder) -> Bool {
+        let mount = forwarder.settings.mount
+        guard request.path == mount + "$openapi" || request.path == mount + "%24openapi" else { return false }
+        let version = forwarder.settings.version ?? .v4
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var r = ODataServiceError.response(
+                405, code: "MethodNotAllowed", "use GET for $openapi", version: version)
+            r.headers.set("Allow", "GET, HEAD")
+            out.respond(r)
+            return true
+        }
+        guard let model = forwarder.mirror.model?.model else {
+            out.respond(
+                ODataServiceError.response(
+                    503, code: "NoMetadata",
+                    "no $metadata of this service is cached yet: it is fetched when the upstream first answers",
+                    version: version))
+            return true
+        }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        let doc = ODataOpenAPI.document(
+            model: model, serviceRoot: "http://\(host)\(mount)",
+            title: "\(forwarder.settings.name) (Mirrorgate)")
+        out.respond(.json(200, doc.serialized()))
+        return true
     }
-    return diff == 0
 }

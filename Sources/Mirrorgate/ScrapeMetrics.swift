@@ -1,5 +1,6 @@
 import AlgoliaGateway
 import Foundation
+import GatewayAdmin
 import GatewayConfig
 import JSONCore
 import ODataGateway
@@ -11,7 +12,7 @@ extension Router {
     /// Refreshes the gauges and renders the exposition.
     func renderMetrics(_ services: ServiceSet) -> [UInt8] {
         for s in services.odata {
-            ODataMetrics.update(s, name: s.settings.name)
+            ODataAssembly.recordQueue(s, name: s.settings.name)
         }
         var build = ScrapeFamily(
             name: "mirrorgate_build_info", type: "gauge",

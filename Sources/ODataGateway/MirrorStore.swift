@@ -378,3 +378,13 @@ public final class ODataMirror: Sendable {
         }
     }
 }
+
+extension ODataMirror {
+    /// Runs `body` with a writer in one transaction on the writer connection; throws without a model.
+    func write<T>(_ body: (MirrorWriter) throws -> T) throws -> T {
+        guard let m = model else { throw MirrorError("no $metadata") }
+        return try pool.write { db in
+            try db.transaction(.immediate) { try body(MirrorWriter(db: db, model: m)) }
+        }
+    }
+}

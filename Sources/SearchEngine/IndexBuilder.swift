@@ -122,21 +122,7 @@ struct Builder {
             var seen: [Int32] = []
             forEachLeaf(record, path: key) { leaf in
                 let text = leaf.stringValue ?? leaf.serialized()
-                let normalized = Normalizer.facetKey(text)
-                let id: Int32
-                if let existing = column.ids[normalized] {
-                    id = existing
-                } else {
-                    id = Int32(column.originals.count)
-                    column.ids[normalized] = id
-                    column.originals.append(text)
-                    column.totals.append(0)
-                }
-                if !seen.contains(id) {
-                    seen.append(id)
-                    column.values.append(id)
-                    column.totals[Int(id)] += 1
-                }
+                column.intern(text, key: Normalizer.facetKey(text), seen: &seen)
             }
             column.offsets.append(Int32(column.values.count))
             parts.facetList[index] = column
@@ -147,20 +133,7 @@ struct Builder {
             var seen: [Int32] = []
             for leaf in value.arrayValue ?? [value] where !leaf.isNull {
                 let text = leaf.stringValue ?? leaf.serialized()
-                let id: Int32
-                if let existing = tags.ids[text] {
-                    id = existing
-                } else {
-                    id = Int32(tags.originals.count)
-                    tags.ids[text] = id
-                    tags.originals.append(text)
-                    tags.totals.append(0)
-                }
-                if !seen.contains(id) {
-                    seen.append(id)
-                    tags.values.append(id)
-                    tags.totals[Int(id)] += 1
-                }
+                tags.intern(text, key: text, seen: &seen)
             }
         }
         tags.offsets.append(Int32(tags.values.count))

@@ -22,6 +22,26 @@ struct FacetColumn: Sendable {
         }
         return false
     }
+
+    /// While building: adds `text` (found under `key`: normalized for facets, exact for `_tags`) to the
+    /// values of the document being built, once per document (`seen` holds the ids it has so far), and
+    /// counts it; a value seen for the first time gets the next id and keeps this spelling.
+    @inline(__always) mutating func intern(_ text: String, key: String, seen: inout [Int32]) {
+        let id: Int32
+        if let existing = ids[key] {
+            id = existing
+        } else {
+            id = Int32(originals.count)
+            ids[key] = id
+            originals.append(text)
+            totals.append(0)
+        }
+        if !seen.contains(id) {
+            seen.append(id)
+            values.append(id)
+            totals[Int(id)] += 1
+        }
+    }
 }
 
 /// Per-document numeric values of one attribute path.

@@ -643,3 +643,22 @@ public final class SearchIndex: Sendable {
         return ["hits": .array(Array(slice)), "nbHits": .int(Int64(matching.count))]
     }
 }
+
+extension SearchIndex {
+    /// The search parameters in `params` (object form, `params` string merged) that the local engine
+    /// does not apply: a local answer that carries them differs from the service's, so answers name them
+    /// in their `message`.
+    public func ignoredParameters(_ params: JSON) -> [String] {
+        let merged = params.objectValue.map { _ in Self.mergedParameters(params) } ?? JSONObject()
+        var out = ParameterAudit.ignored(merged, settings: false)
+        // A virtual replica applies it (relevant sort); see `relevantCandidates`.
+        if relevantSort { out.removeAll { $0 == "relevancyStrictness" } }
+        if merged["aroundLatLng"] != nil && merged["aroundRadius"] == nil
+            && merged["insideBoundingBox"] == nil
+            && merged["insidePolygon"] == nil
+        {
+            out.append("aroundRadius (automatic radius: all records are ranked by distance)")
+        }
+        return out
+    }
+}

@@ -617,3 +617,56 @@ extension SearchIndex {
         return .object(hit)
     }
 }
+
+extension SearchIndex {
+    /// A virtual replica's relevant sort, step 2 (Algolia: "selects the most relevant results"): the
+    /// matches kept before they are ordered by `customRanking`. Every match when `relevancyStrictness` is
+    /// 0, or when the query has no words (all matches are then equally relevant); else the matches whose
+    /// relevance — matched words and typos, `2 × words − typos` — is at least `relevancyStrictness`
+    /// percent of the best match's. Algolia's own threshold is not public: the second value, when not
+    /// nil, is the note the answer's `message` carries to say the selection was approximated (also when
+    /// geo distance or filter scores, which this selection does not weigh, rank the query: `approximate`).
+    func relevantCandidates(
+        _ result: MatchResult, _ ranker: Ranker, _ options: SearchOptions, approximate: Bool
+    ) throws(SearchError) -> ([Int32], String?) {
+        let strictness = max(0, min(100, try options.int("relevancyStrictness", default: 100)))
+        let note =
+            "relevancyStrictness \(strictness) (relevant sort approximated: the matches kept are those within "
+            + "\(strictness)% of the best match by matched words and typos, then sorted by customRanking)"
+        guard strictness > 0, !result.candidates.isEmpty else { return (result.candidates, nil) }
+        guard !result.words.isEmpty else { return (result.candidates, approximate ? note : nil) }
+        let relevance = result.candidates.map { doc -> Int in
+            let v = ranker.values(Int(doc))
+            return 2 * v.words - v.typos
+        }
+        let best = relevance.max() ?? 0
+        let threshold = best * strictness
+        var kept: [Int32] = []
+        for (doc, score) in zip(result.candidates, relevance) where score * 100 >= threshold {
+            kept.append(doc)
+        }
+        return (kept, note)
+    }
+}
+
+extension SearchIndex {
+    /// One record by objectID for a caller whose reads are restricted by `restrictions` (the search
+    /// parameters a secured API key carries): nil when there is no such record or when it does not pass
+    /// the restrictions' `filters`, `facetFilters`, `numericFilters` and `tagFilters`, as Algolia withholds
+    /// the records a restricted key cannot retrieve. The restrictions' `attributesToRetrieve`, when they
+    /// carry one, wins over `attributesToRetrieve` (a key's parameters cannot be overridden by a request).
+    /// Throws ``SearchError`` (400) when the restrictions' filters do not parse.
+    public func getObject(
+        _ objectID: String, attributesToRetrieve: [String]?, restrictedBy restrictions: JSONObject
+    ) throws(SearchError) -> JSON? {
+        guard let doc = data.docByID[objectID] else { return nil }
+        let options = SearchOptions(params: restrictions, settings: data.settings.raw)
+        let filter = try compileFilters(options)
+        guard filter.matches(Int(doc)) else { return nil }
+        var attributes = attributesToRetrieve
+        if let forced = restrictions["attributesToRetrieve"], !forced.isNull {
+            attributes = forced.arrayValue?.compactMap(\.stringValue) ?? stringList(forced)
+        }
+        return retrieved(data.record(Int(doc)), attributes: attributes)
+    }
+}

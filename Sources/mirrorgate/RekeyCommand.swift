@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import Mirrorgate
+import Storage
 
 /// `mirrorgate rekey [--config FILE] [--data-dir DIR] [--old-key-env VAR | --old-key-file FILE]`: brings
 /// every store of the configuration to its configured `storeEncryptionKey` (encrypt, re-encrypt with a new

@@ -85,3 +85,45 @@ import Testing
         #expect(!plan.algoliaChanged)  // the replication scheduler applies it
     }
 }
+
+/// Which reload reopens an OData service.
+@Suite struct ReloadODataTests {
+    func config(_ yaml: String) throws -> MirrorgateConfiguration {
+        try MirrorgateConfiguration.parse(yaml: yaml, fileName: "t.yaml", environment: [:])
+    }
+
+    @Test func aNewPolicyAloneDoesNotReopenAService() throws {
+        let a = try config(
+            """
+            policies: {p: {idleInterval: 1h}, q: {idleInterval: 2s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: p}
+            """)
+        let renamed = try config(
+            """
+            policies: {p: {idleInterval: 1h}, q: {idleInterval: 2s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: q}
+            """)
+        let retimed = try config(
+            """
+            policies: {p: {idleInterval: 5s, activeInterval: 1s}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:1/s/", policy: p}
+            """)
+        let moved = try config(
+            """
+            policies: {p: {idleInterval: 1h}}
+            odata:
+              services:
+                s: {upstream: "http://127.0.0.1:2/s/", policy: p}
+            """)
+        #expect(!ConfigurationReload.odataServiceChanged("s", a, renamed))
+        #expect(!ConfigurationReload.odataServiceChanged("s", a, retimed))
+        #expect(ConfigurationReload.odataServiceChanged("s", a, moved))
+        #expect(ConfigurationReload.odataServiceChanged("t", a, moved))
+    }
+}

@@ -62,11 +62,44 @@ func localGET(_ service: ODataService, _ target: String, headers: HTTPHeaders = 
     return (r.status, bodyText(r))
 }
 
-/// A multipart `$batch` (boundary `b`, lines joined with CRLF) answered by the offline writer.
-func localBatch(_ service: ODataService, _ body: String) -> HTTPResponse {
-    service.writer.batchResponse(
+/// A multipart `$batch` (boundary `b`, lines joined with CRLF) answered by the offline writer; `extra`
+/// headers are added to the batch request's.
+func localBatch(_ service: ODataService, _ body: String, headers extra: HTTPHeaders = [:]) -> HTTPResponse {
+    var headers: HTTPHeaders = ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"]
+    for (k, v) in extra { headers.set(k, v) }
+    return service.writer.batchResponse(
         to: HTTPRequest(
-            method: "POST", target: "/odata/s/$batch",
-            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"],
+            method: "POST", target: "/odata/s/$batch", headers: headers,
             body: Array(body.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+}
+
+/// A `$batch` body (boundary `b`, LF line ends: ``localBatch(_:_:headers:)`` sends CRLF) with one changeset
+/// (boundary `c`): part 1 creates customer `C1` (with `firstPartHeaders` as extra header lines of its
+/// request), part 2 renames `ALFKI`.
+func twoPartChangeset(firstPartHeaders: [String] = []) -> String {
+    let extra = firstPartHeaders.map { $0 + "\n" }.joined()
+    return """
+        --b
+        Content-Type: multipart/mixed; boundary=c
+
+        --c
+        Content-Type: application/http
+        Content-ID: 1
+
+        POST Customers HTTP/1.1
+        Content-Type: application/json
+        \(extra)
+        {"CustomerID":"C1","Name":"one"}
+        --c
+        Content-Type: application/http
+        Content-ID: 2
+
+        PATCH Customers('ALFKI') HTTP/1.1
+        Content-Type: application/json
+
+        {"Name":"two"}
+        --c--
+        --b--
+
+        """
 }

@@ -60,40 +60,9 @@ private func requestQueue(_ service: ODataService) -> [JSON] {
 /// In a `$batch`, each part's own option headers count, else the batch's.
 @Test func requestOptionsApplyToEachPartOfABatch() throws {
     let service = try makeService()
-    let batch = """
-        --b
-        Content-Type: multipart/mixed; boundary=c
-
-        --c
-        Content-Type: application/http
-        Content-ID: 1
-
-        POST Customers HTTP/1.1
-        Content-Type: application/json
-        OfflineOData.TransactionID: part
-
-        {"CustomerID":"C1","Name":"one"}
-        --c
-        Content-Type: application/http
-        Content-ID: 2
-
-        PATCH Customers('ALFKI') HTTP/1.1
-        Content-Type: application/json
-
-        {"Name":"two"}
-        --c--
-        --b--
-
-        """
-    let r = service.writer.batchResponse(
-        to: HTTPRequest(
-            method: "POST", target: "/odata/s/$batch",
-            headers: [
-                "Host": "gw", "Content-Type": "multipart/mixed; boundary=b",
-                "OfflineOData.TransactionID": "outer",
-                "OfflineOData.NonMergeable": "true",
-            ],
-            body: Array(batch.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+    let r = localBatch(
+        service, twoPartChangeset(firstPartHeaders: ["OfflineOData.TransactionID: part"]),
+        headers: ["OfflineOData.TransactionID": "outer", "OfflineOData.NonMergeable": "true"])
     #expect(r.status == 200)
     let rows = try service.mirror.pool.read { db in
         try db.query(#"SELECT transactionID, nonMergeable FROM "_mg_queue" ORDER BY id"#)

@@ -71,35 +71,7 @@ private func write(_ service: ODataService, _ method: String, _ target: String, 
 /// Content-ID), the first failing part's status, or an answer that does not describe the changeset.
 @Test func aChangesetsVerdict() throws {
     let service = try makeService(v2: true)
-    let batch = """
-        --b
-        Content-Type: multipart/mixed; boundary=c
-
-        --c
-        Content-Type: application/http
-        Content-ID: 1
-
-        POST Customers HTTP/1.1
-        Content-Type: application/json
-
-        {"CustomerID":"C1","Name":"one"}
-        --c
-        Content-Type: application/http
-        Content-ID: 2
-
-        PATCH Customers('ALFKI') HTTP/1.1
-        Content-Type: application/json
-
-        {"Name":"two"}
-        --c--
-        --b--
-
-        """
-    let answer = service.writer.batchResponse(
-        to: HTTPRequest(
-            method: "POST", target: "/odata/s/$batch",
-            headers: ["Host": "gw", "Content-Type": "multipart/mixed; boundary=b"],
-            body: Array(batch.replacingOccurrences(of: "\n", with: "\r\n").utf8)))
+    let answer = localBatch(service, twoPartChangeset())
     #expect(answer.status == 202)
     let first = try #require(try service.queue.first())
     let unit = service.uploader.changesetUnit(first, try #require(first.changeset))

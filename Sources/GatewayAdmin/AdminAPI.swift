@@ -4,17 +4,48 @@ import GatewayConfig
 import HTTPCore
 import JSONCore
 import ODataGateway
+import Observability
+import Replication
+import Synchronization
 import Upstream
 
 /// The admin API (`/_mirrorgate/…`, SPEC §5): the probes answer without a token; every other route
 /// needs `Authorization: Bearer <admin.token>` when one is set (401 before anything else, so a caller
 /// without it learns nothing about the routes); a known route asked with another method gets 405 with
 /// `Allow`, an unknown one 404; errors are `{"message","status"}`.
-extension Router {
+///
+/// Promises: every answer is JSON (the events stream excepted); runs started here are the same runs
+/// the scheduler starts; nothing here changes the services in force (a reload is the gateway's).
+public final class AdminAPI: Sendable {
     static let algoliaIndices = "/_mirrorgate/algolia/indices/"
     static let odataServices = "/_mirrorgate/odata/services/"
+    /// The version `health` and `status` report.
+    let version: String
+    let startedAt = Date()
+    /// The one scheduler of every replication (policies, their pauses and status).
+    let replication: ReplicationScheduler
+    /// What `GET /_mirrorgate/events` streams.
+    let events: EventBus
+    /// Readiness (`GET /_mirrorgate/ready`): set once the listener is up, cleared when stopping.
+    public let serving = Atomic<Bool>(false)
+    /// Whether the stores answer (`/ready`).
+    let storageCheck: @Sendable () -> Bool
+    /// Runs a reload (`POST /_mirrorgate/reload`); set by the gateway once it exists.
+    public let reloader = Mutex<(@Sendable () -> ReloadOutcome)?>(nil)
 
-    func admin(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+    /// The admin API of a gateway reporting `version`, with its scheduler, event bus and store check.
+    public init(
+        version: String, replication: ReplicationScheduler, events: EventBus,
+        storageCheck: @escaping @Sendable () -> Bool
+    ) {
+        self.version = version
+        self.replication = replication
+        self.events = events
+        self.storageCheck = storageCheck
+    }
+
+    /// Answers `request` (its path under `/_mirrorgate/`) with the services in force.
+    public func handle(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
         let path = request.path
         if path == "/_mirrorgate/live" || path == "/_mirrorgate/ready" {
             guard request.method == "GET" || request.method == "HEAD" else {
@@ -46,7 +77,7 @@ extension Router {
                 out.respond(r)
                 return
             }
-            if odataArchiveService(request, out) { return }
+            if odataArchiveService(request, services, out) { return }
         }
         if path.hasPrefix("/_mirrorgate/policies/") {
             policyAdmin(request, out)
@@ -67,7 +98,7 @@ extension Router {
         }
         switch path {
         case "/_mirrorgate/health":
-            out.respond(.json(200, #"{"status":"ok","version":"\#(mirrorgateVersion)"}"#))
+            out.respond(.json(200, #"{"status":"ok","version":"\#(version)"}"#))
         case "/_mirrorgate/status":
             out.respond(.json(200, status(services).serialized()))
         case "/_mirrorgate/events":
@@ -178,7 +209,7 @@ extension Router {
             upstreams["odata:\(s.settings.name)"] = tracker(s.reachability)
         }
         var result = JSONObject()
-        result["version"] = .string(mirrorgateVersion)
+        result["version"] = .string(version)
         result["startedAt"] = .string(rfc3339(startedAt))
         result["upstreams"] = .object(upstreams)
         result["algolia"] = ["indices": services.algolia.indexStatus()]
@@ -194,6 +225,131 @@ extension Router {
         o["since"] = .string(rfc3339(t.since))
         return .object(o)
     }
+
+    /// `POST /_mirrorgate/policies/{p}/pause` and `…/resume`: `200 {"policy","paused"}`, 404 for an
+    /// unknown policy, 405 for another method.
+    func policyAdmin(_ request: HTTPRequest, _ out: any Responder) {
+        let prefix = "/_mirrorgate/policies/"
+        let path = request.path
+        let action = path.hasSuffix("/pause") ? "pause" : path.hasSuffix("/resume") ? "resume" : nil
+        guard let action, path.count > prefix.count + action.count + 1 else {
+            out.respond(Self.adminError(404, "no admin route \(request.method) \(path)"))
+            return
+        }
+        guard request.method == "POST" else {
+            out.respond(Self.methodNotAllowed(request, allow: "POST"))
+            return
+        }
+        let name = FormCodec.percentDecode(path.dropFirst(prefix.count).dropLast(action.count + 1))
+        let known = action == "pause" ? replication.pause(name) : replication.resume(name)
+        guard known else {
+            out.respond(Self.adminError(404, "no policy named \(name)"))
+            return
+        }
+        let body: JSON = ["policy": .string(name), "paused": .bool(replication.isPaused(name))]
+        out.respond(.json(200, body.serialized()))
+    }
+
+    /// `GET /_mirrorgate/odata/{service}/…` (not `services/…`): the service's ErrorArchive and
+    /// RequestQueue as a separate OData service; false when the path names no such service.
+    func odataArchiveService(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) -> Bool {
+        let prefix = "/_mirrorgate/odata/"
+        let rest = request.path.dropFirst(prefix.count)
+        let name = String(rest.prefix { $0 != "/" })
+        guard name != "services", !name.isEmpty,
+            let service = services.odata.first(where: {
+                $0.settings.name == FormCodec.percentDecode(Substring(name))
+            })
+        else { return false }
+        var path = rest.dropFirst(name.count)
+        if path.hasPrefix("/") { path = path.dropFirst() }
+        let host = request.headers["Host"] ?? "127.0.0.1"
+        service.answerArchiveService(
+            request, path: String(path), serviceRoot: "http://\(host)\(prefix)\(name)/", out)
+        return true
+    }
+
+    /// The OData service `{s}` of `…/odata/services/{s}{action}` names, with its name; nil after a 404
+    /// when there is no such service.
+    private func odataService(
+        _ request: HTTPRequest, _ services: ServiceSet, action: String, _ out: any Responder
+    ) -> (String, ODataService)? {
+        let name = Self.name(request.path, after: Self.odataServices, before: action)
+        guard let service = services.odata.first(where: { $0.settings.name == name }) else {
+            out.respond(Self.adminError(404, "no OData service named \(name)"))
+            return nil
+        }
+        return (name, service)
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/download[?wait=true]`: 202, or with `wait` 200 and
+    /// `{entitySets, durationMs}` (502 and `{message,status}` when it failed); 409 while one runs; 404 for
+    /// an unknown service.
+    func odataDownload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        guard let (name, service) = odataService(request, services, action: "/download", out) else { return }
+        let wait = request.queryValue("wait") == "true"
+        let completion: (@Sendable (Result<ODataDownloadStats, MirrorError>) -> Void)? =
+            wait ? waitedRun(out, json: \.json) : nil
+        guard service.download(completion: completion) else {
+            out.respond(Self.adminError(409, "a download of \(name) is already running"))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `POST /_mirrorgate/odata/services/{s}/upload[?wait=true]`: 202, or with `wait` 200 and
+    /// `{uploaded, failed, inDoubt, remaining, durationMs}`; 409 while one runs; 503 when the upstream
+    /// cannot be reached (with `wait`: when the run stopped on it without uploading anything).
+    func odataUpload(_ request: HTTPRequest, _ services: ServiceSet, _ out: any Responder) {
+        guard let (name, service) = odataService(request, services, action: "/upload", out) else { return }
+        let wait = request.queryValue("wait") == "true"
+        if !wait, !service.reachability.isReachable {
+            out.respond(Self.adminError(503, "the upstream of \(name) is unreachable"))
+            return
+        }
+        var completion: (@Sendable (ODataUploadStats) -> Void)?
+        if wait {
+            let unreachable = Self.adminError(503, "the upstream of \(name) is unreachable")
+            completion = { stats in
+                if stats.interrupted, stats.uploaded + stats.failed + stats.inDoubt == 0 {
+                    out.respond(unreachable)
+                } else {
+                    out.respond(.json(200, stats.json.serialized()))
+                }
+            }
+        }
+        guard service.upload(completion: completion) else {
+            out.respond(Self.adminError(409, "an upload of \(name) is already running"))
+            return
+        }
+        if !wait { out.respond(.json(202, #"{"status":"started"}"#)) }
+    }
+
+    /// `odata.services` of `/_mirrorgate/status`.
+    func odataStatus(_ services: ServiceSet) -> JSON {
+        var result = JSONObject()
+        for s in services.odata.sorted(by: { $0.settings.name < $1.settings.name }) {
+            var entry = s.status()
+            if var o = entry.objectValue {
+                o["reachable"] = s.reachability.knownReachability.map { .bool($0) } ?? .null
+                entry = .object(o)
+            }
+            result[s.settings.name] = entry
+        }
+        return ["services": .object(result)]
+    }
+
+    /// `{"message","status"}`, the admin API's error body.
+    public static func adminError(_ status: Int, _ message: String) -> HTTPResponse {
+        .json(status, #"{"message":\#(JSON.string(message).serialized()),"status":\#(status)}"#)
+    }
+
+    /// 405 with `Allow`.
+    public static func methodNotAllowed(_ request: HTTPRequest, allow: String) -> HTTPResponse {
+        var r = adminError(405, "method \(request.method) not allowed on \(request.path) (allowed: \(allow))")
+        r.headers.set("Allow", allow)
+        return r
+    }
 }
 
 /// The completion of an admin run started with `?wait=true`: `200` and its statistics, or `502` and
@@ -206,7 +362,7 @@ func waitedRun<Stats, Failure: Error & CustomStringConvertible>(
         case .success(let stats):
             out.respond(.json(200, json(stats).serialized()))
         case .failure(let error):
-            out.respond(Router.adminError(502, error.description))
+            out.respond(AdminAPI.adminError(502, error.description))
         }
     }
 }

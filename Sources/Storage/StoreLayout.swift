@@ -1,8 +1,5 @@
-import GatewayConfig
-import Storage
-
-/// The store files of a configuration in its data directory and the encryption of each, from the
-/// configured secrets: `algolia.storeEncryptionKey` protects `state.sqlite` (remembered key hashes, sync
+/// The store files of a data directory and the encryption of each, from the configured secrets (the
+/// assembly passes them from the configuration): `algolia.storeEncryptionKey` protects `state.sqlite` (remembered key hashes, sync
 /// checkpoints and staged records) and `search.sqlite` (mirrors and offline indices);
 /// `odata.services.NAME.storeEncryptionKey` protects `odata-NAME.sqlite`.
 ///
@@ -24,7 +21,7 @@ public struct StoreLayout: Sendable {
     public let dataDir: String
     /// `state.sqlite`.
     public let state: Store
-    /// `search.sqlite` (as ``SearchEngine/IndexStore/init(directory:encryption:)`` names it).
+    /// `search.sqlite` (as the search engine's `IndexStore` names it).
     public let search: Store
     /// `odata-NAME.sqlite` per configured service.
     public let odata: [String: Store]
@@ -32,24 +29,26 @@ public struct StoreLayout: Sendable {
     /// Every store, in a stable order.
     public var all: [Store] { [state, search] + odata.keys.sorted().map { odata[$0]! } }
 
-    /// Builds the layout; throws when a secret cannot be used.
-    public init(configuration: MirrorgateConfiguration, cost: KeyDerivationCost = .standard) throws {
-        let dir =
-            configuration.dataDir.hasSuffix("/")
-            ? String(configuration.dataDir.dropLast()) : configuration.dataDir
-        dataDir = dir
+    /// Builds the layout of `dataDir` from the secrets of the Algolia stores and of each OData service's
+    /// store (`nil`: no secret configured); throws when a secret cannot be used.
+    public init(
+        dataDir: String, algoliaSecret: String?, odataSecrets: [String: String?],
+        cost: KeyDerivationCost = .standard
+    ) throws {
+        let dir = dataDir.hasSuffix("/") ? String(dataDir.dropLast()) : dataDir
+        self.dataDir = dir
         let algoliaKey = "algolia.storeEncryptionKey"
-        let algolia = try configuration.algolia.storeEncryptionKey.map {
+        let algolia = try algoliaSecret.map {
             try StoreEncryption(secret: $0, label: algoliaKey, cost: cost)
         }
         state = Store(path: dir + "/state.sqlite", keyName: algoliaKey, encryption: algolia)
         search = Store(path: dir + "/search.sqlite", keyName: algoliaKey, encryption: algolia)
         var odata: [String: Store] = [:]
-        for (name, service) in configuration.odata.services {
+        for (name, secret) in odataSecrets {
             let keyName = "odata.services.\(name).storeEncryptionKey"
             odata[name] = Store(
                 path: dir + "/odata-\(name).sqlite", keyName: keyName,
-                encryption: try service.storeEncryptionKey.map {
+                encryption: try secret.map {
                     try StoreEncryption(secret: $0, label: keyName, cost: cost)
                 })
         }

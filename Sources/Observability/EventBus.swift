@@ -4,12 +4,18 @@ import Synchronization
 
 /// Server-Sent Events of the gateway (`GET /_mirrorgate/events`): every subscriber gets each event
 /// published after it subscribed, in order.
-final class EventBus: Sendable {
+///
+/// Promises: each event is one `event:`/`data:` frame with an `at` timestamp added to its object; a
+/// subscriber whose sink refuses a frame gets no further events.
+public final class EventBus: Sendable {
     private let subscribers = Mutex<[UInt64: @Sendable (String) -> Bool]>([:])
     private let nextID = Atomic<UInt64>(0)
 
+    /// No subscribers yet.
+    public init() {}
+
     /// Publishes `name` with `data`; subscribers whose sink refuses are dropped.
-    func publish(_ name: String, _ data: JSON) {
+    public func publish(_ name: String, _ data: JSON) {
         var payload = data.objectValue ?? JSONObject()
         payload["at"] = .string(ISO8601DateFormatter().string(from: Date()))
         let text = "event: \(name)\ndata: \(JSON.object(payload).serialized())\n\n"
@@ -20,11 +26,12 @@ final class EventBus: Sendable {
     }
 
     /// Adds a subscriber; returns its id.
-    func subscribe(_ sink: @escaping @Sendable (String) -> Bool) -> UInt64 {
+    public func subscribe(_ sink: @escaping @Sendable (String) -> Bool) -> UInt64 {
         let id = nextID.add(1, ordering: .relaxed).newValue
         subscribers.withLock { $0[id] = sink }
         return id
     }
 
-    func unsubscribe(_ id: UInt64) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
+    /// Removes subscriber `id`.
+    public func unsubscribe(_ id: UInt64) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
 }
