@@ -16,6 +16,9 @@ struct ODataAtomSerializer {
     let root: String
     /// `updated` of feeds and entries.
     let now: String
+    /// The resource path asked for, relative to `root` (`Categories(2)/Products`): a feed's `id` and
+    /// `self` link, as SAP Gateway writes them for a feed reached over a navigation. Empty: the set's.
+    let path: String
 
     static let atom = "http://www.w3.org/2005/Atom"
     static let metadataNS = "http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
@@ -23,10 +26,11 @@ struct ODataAtomSerializer {
     static let scheme = "http://schemas.microsoft.com/ado/2007/08/dataservices/scheme"
     static let related = "http://schemas.microsoft.com/ado/2007/08/dataservices/related/"
 
-    init(model: MirrorModel, root: String, now: String = iso8601Now()) {
+    init(model: MirrorModel, root: String, path: String = "", now: String = iso8601Now()) {
         self.m = model
         self.root = root
         self.now = now
+        self.path = path.hasPrefix("/") ? String(path.dropFirst()) : path
     }
 
     /// The Atom answer for `result`; nil when the result has no Atom form (JSON's is used).
@@ -35,8 +39,11 @@ struct ODataAtomSerializer {
         case .collection(let entries, let total, let next, let set, _, _):
             let feed = element("feed", namespaces: true)
             feed.addAttribute(attribute("xml:base", root))
-            addCommon(feed, id: root + set, title: set)
-            feed.addChild(link(href: set, rel: "self", title: set))
+            let href = path.isEmpty ? set : path
+            // The title is the set's, or the navigation property's for `Categories(2)/Products`.
+            let last = href.split(separator: "/").last.map { String($0.prefix { $0 != "(" }) } ?? set
+            addCommon(feed, id: root + href, title: last)
+            feed.addChild(link(href: href, rel: "self", title: last))
             if let total { feed.addChild(element("m:count", text: String(total))) }
             for e in entries { feed.addChild(entry(e, namespaces: false)) }
             if let next { feed.addChild(link(href: next, rel: "next", title: nil)) }
@@ -48,8 +55,9 @@ struct ODataAtomSerializer {
             response.etag = e.etag
             return response
         case .property(let name, let type, let value, _):
+            // `d:Name` as SAP Gateway writes it: the `d` prefix bound on the element itself.
             let node = property(name, value, type: type)
-            node.addNamespace(namespace("", Self.dataNS))
+            node.addNamespace(namespace("d", Self.dataNS))
             node.addNamespace(namespace("m", Self.metadataNS))
             return xml(node, type: "application/xml;charset=utf-8")
         case .reference(let e):

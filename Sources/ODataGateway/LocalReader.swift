@@ -203,7 +203,8 @@ public struct ODataLocalReader: Sendable {
                 var planner = LocalQueryPlanner(db: db, model: m, request: request)
                 let result = try planner.plan(path: path, options: options)
                 if request.atom,
-                    let atom = ODataAtomSerializer(model: m, root: request.serviceRoot).render(result)
+                    let atom = ODataAtomSerializer(model: m, root: request.serviceRoot, path: request.path)
+                        .render(result)
                 {
                     return atom
                 }

@@ -387,7 +387,11 @@ private func fullMetadata(_ reader: ODataLocalReader, _ path: String, _ query: S
     #expect(name.attributes?.first { $0.localName == "null" }?.stringValue == "true")
     request.path = "Customers('A%3C%26%3E')/CustomerID"
     request.query = ""
-    let property = try XMLDocument(data: Data(try reader.read(request).body)).rootElement()
+    let propertyBody = try reader.read(request).body
+    // Well-formed with namespaces: the `d` prefix of `d:CustomerID` is declared.
+    #expect(
+        String(decoding: propertyBody, as: UTF8.self).contains("xmlns:d=\"\(ODataAtomSerializer.dataNS)\""))
+    let property = try XMLDocument(data: Data(propertyBody)).rootElement()
     #expect(property?.localName == "CustomerID")
     #expect(property?.stringValue == "A<&>")
 }
