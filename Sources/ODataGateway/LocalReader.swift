@@ -158,7 +158,11 @@ public struct ODataLocalReader: Sendable {
         do {
             let answer = try read(local)
             var headers = ODataVersionHeaders.response(version, for: .data)
-            headers.set("Content-Type", answer.contentType)
+            headers.set(
+                "Content-Type",
+                local.atom && request.queryValue("$format") == nil
+                    ? Self.acceptedXMLType(answer.contentType, accept: request.headers["Accept"])
+                    : answer.contentType)
             if let preferApplied { headers.set("Preference-Applied", preferApplied) }
             if let etag = answer.etag { headers.set("ETag", etag) }
             return HTTPResponse(
@@ -226,6 +230,19 @@ public struct ODataLocalReader: Sendable {
         }
         let a = (accept ?? "").lowercased()
         return !a.contains("json") && (a.contains("atom") || a.contains("xml"))
+    }
+
+    /// An Atom answer's media type as the client accepts it: `application/atom+xml` or
+    /// `application/atomsvc+xml` when `Accept` admits it (named, `application/*` or `*/*`), else
+    /// `application/xml` (the same document), as V2 servers answer `Accept: application/xml`.
+    static func acceptedXMLType(_ type: String, accept: String?) -> String {
+        let base = type.split(separator: ";").first.map { String($0) } ?? type
+        guard base == "application/atom+xml" || base == "application/atomsvc+xml" else { return type }
+        let accepted = (accept ?? "").lowercased().split(separator: ",").map {
+            String(($0.split(separator: ";").first ?? "").filter { $0 != " " && $0 != "\t" })
+        }
+        if accepted.contains(where: { $0 == base || $0 == "application/*" || $0 == "*/*" }) { return type }
+        return accepted.contains("application/xml") ? "application/xml;charset=utf-8" : type
     }
 
     /// Query options the local read path does not evaluate: answered 501, never a 200 that silently

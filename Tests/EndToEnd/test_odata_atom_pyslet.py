@@ -59,8 +59,8 @@ QUERIES = [
 
 
 def _get(url: str, query: str) -> requests.Response:
-    # The service document is asked for in its AtomPub type, which both answer with.
-    accept = "application/atomsvc+xml" if query == "" else "application/atom+xml,application/xml,text/plain"
+    # The service document too: its AtomPub type is not in this Accept, so both answer application/xml.
+    accept = "application/atom+xml,application/xml,text/plain"
     return requests.get(url, headers={"Accept": accept}, timeout=10)
 
 

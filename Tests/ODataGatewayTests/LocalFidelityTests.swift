@@ -51,6 +51,18 @@ func unansweredOptionsAre501(query: String) throws {
     #expect(!ODataLocalReader.wantsAtom(accept: nil, format: nil))
 }
 
+@Test func atomAnswersTakeATypeTheClientAccepts() {
+    let svc = "application/atomsvc+xml;charset=utf-8"
+    let feed = "application/atom+xml;type=feed;charset=utf-8"
+    let xml = "application/xml;charset=utf-8"
+    #expect(ODataLocalReader.acceptedXMLType(svc, accept: "application/atomsvc+xml") == svc)
+    #expect(ODataLocalReader.acceptedXMLType(svc, accept: "application/atom+xml, application/xml") == xml)
+    #expect(ODataLocalReader.acceptedXMLType(svc, accept: "application/xml;q=0.9, */*;q=0.1") == svc)
+    #expect(ODataLocalReader.acceptedXMLType(feed, accept: "application/xml") == xml)
+    #expect(ODataLocalReader.acceptedXMLType(feed, accept: "application/atom+xml,application/xml") == feed)
+    #expect(ODataLocalReader.acceptedXMLType("text/plain", accept: "application/xml") == "text/plain")
+}
+
 /// A mirror of the Shop model with people of three types and products whose values compare wrongly as
 /// text or floats.
 private func shopMirror() throws -> ODataMirror {
