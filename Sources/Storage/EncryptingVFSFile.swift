@@ -452,6 +452,9 @@ final class PageCipher {
 
     deinit {
         CCryptoBoringSSL_EVP_AEAD_CTX_cleanup(context)
+        // The key schedules are key material: wiped before the memory is given back.
+        CCryptoBoringSSL_OPENSSL_cleanse(context, MemoryLayout<EVP_AEAD_CTX>.size)
+        CCryptoBoringSSL_OPENSSL_cleanse(maskKey, MemoryLayout<AES_KEY>.size)
         context.deallocate()
         maskKey.deallocate()
     }
