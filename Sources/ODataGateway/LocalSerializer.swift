@@ -255,7 +255,14 @@ struct ODataJSONSerializer {
             // An aggregated `$apply` row: no identity (V4 `@odata.id: null`), only its columns.
             if !v2, format.metadata != .none { out.append(("@odata.id", .null)) }
             for (name, value) in e.properties {
-                out.append((name, convert(value, type: e.columnTypes[name] ?? info?.primitives[name])))
+                let type = e.columnTypes[name] ?? info?.primitives[name]
+                // Full metadata names the type JSON does not tell (`#Int64`, `#Decimal`, …).
+                if !v2, format.metadata == .full, let type,
+                    let annotation = Self.typeAnnotation(EdmTypeRef(name: type.rawValue))
+                {
+                    out.append((name + "@odata.type", .string(annotation)))
+                }
+                out.append((name, convert(value, type: type)))
             }
             return out
         }
@@ -280,6 +287,11 @@ struct ODataJSONSerializer {
         let declared = full ? declaredTypes(of: e.entityType) : [:]
         for (name, value) in e.properties where e.selected?.contains(name) ?? true {
             let type = info?.primitives[name] ?? e.columnTypes[name]
+            if full, declared[name] == nil, let t = e.columnTypes[name],
+                let annotation = Self.typeAnnotation(EdmTypeRef(name: t.rawValue))
+            {
+                out.append((name + "@odata.type", .string(annotation)))
+            }
             if full, let ref = declared[name] {
                 if let t = Self.typeAnnotation(ref) { out.append((name + "@odata.type", .string(t))) }
                 out.append((name, annotated(convert(value, type: type), ref)))
@@ -397,7 +409,9 @@ struct ODataJSONSerializer {
         guard !v2, format.metadata == .full else { return nil }
         for e in entries {
             let declared = declaredTypes(of: e.entityType)
-            for (name, value) in e.properties where declared[name] == nil && !name.contains("@") {
+            // Computed and aggregated columns are typed by their expression (`columnTypes`).
+            for (name, value) in e.properties
+            where declared[name] == nil && e.columnTypes[name] == nil && !name.contains("@") {
                 if case .number = value { return name }
             }
             for (_, x) in e.expanded {

@@ -540,3 +540,24 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
     #expect(localGET(service, "/odata/s/Orders(8)").1.contains(#""Freight":"4.25""#))
     #expect(service.queue.count == 1)
 }
+
+@Test func computedAndAggregatedColumnsAreTypedUnderFullMetadata() throws {
+    // A `$compute` alias or an aggregate is no dynamic property of unknown type: its expression types it.
+    let reader = ODataLocalReader(mirror: try shopMirror(), mount: ODataMount("/s/"))
+    let computed = try fullMetadata(reader, "Products", "$compute=Price%20mul%202%20as%20P&$select=ID,P")
+    #expect(computed.status == 200)
+    let first = try #require(try RawJSON.parse(computed.body)["value"]?.elements?.first)
+    #expect(first["P@odata.type"]?.string == "#Decimal")
+    #expect(first["P"]?.serialized() == "19")
+    #expect(first["ID@odata.type"]?.string == "#Int32")
+    let aggregated = try fullMetadata(reader, "Products", "$apply=aggregate(Stock%20with%20sum%20as%20S)")
+    #expect(aggregated.status == 200)
+    let sum = try #require(try RawJSON.parse(aggregated.body)["value"]?.elements?.first)
+    #expect(sum["S@odata.type"]?.string == "#Int64")
+    #expect(sum["S"]?.serialized() == "9007199254741005")
+    let grouped = try fullMetadata(
+        reader, "Products", "$apply=groupby((Status),aggregate(Price%20with%20max%20as%20M))")
+    #expect(grouped.status == 200)
+    let group = try #require(try RawJSON.parse(grouped.body)["value"]?.elements?.first)
+    #expect(group["M@odata.type"]?.string == "#Decimal")
+}
