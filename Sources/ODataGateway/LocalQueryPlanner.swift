@@ -14,6 +14,10 @@ struct LocalScope {
     /// `Customer` for `Orders(1)/Customer` into the `People` set): `@odata.type` and the context's cast
     /// are written only for entities of another type than this one.
     var declaredType: String?
+    /// Set when the rows are contained entities the mirror did not download for some parent: the 501
+    /// to answer a read of the collection, or a lookup of one entity that finds no row. (A row the
+    /// mirror holds, written through the gateway, is still answered.)
+    var unheld: ODataServiceError?
 
     init(
         layout: MirrorSetLayout, condition: @escaping @Sendable (String) -> SQLFragment, single: Bool,
@@ -184,9 +188,13 @@ struct LocalQueryPlanner {
                     throw ODataServiceError(400, "BadRequest", "navigation without source")
                 }
                 // Navigation from an entity that does not exist is 404 (as upstreams answer), not empty.
-                if s.single, try !exists(s) { throw ODataServiceError(404, "NotFound", "no such entity") }
+                // From contained entities not downloaded: only from one the mirror holds.
+                if let unheld = s.unheld, !s.single { throw unheld }
+                if s.single, try !exists(s) {
+                    throw s.unheld ?? ODataServiceError(404, "NotFound", "no such entity")
+                }
                 if let contained = m.layouts[s.layout.set.name + "/" + name] {
-                    scope = try containedScope(contained, from: s)
+                    scope = try containedScope(contained, from: s, deferring: true)
                     navigationSet = contained.set.name
                     continue
                 }
@@ -237,13 +245,14 @@ struct LocalQueryPlanner {
         if let first = trailing.first {
             switch first {
             case .count:
+                if let unheld = scope.unheld { throw unheld }
                 return .count(try count(scope, options: options))
             case .property(let name, let type):
                 guard scope.single else {
                     throw ODataServiceError(400, "BadRequest", "property of a collection")
                 }
                 guard let e = try fetch(scope, options: ODataQueryOptions(), paging: nil).entries.first else {
-                    throw ODataServiceError(404, "NotFound", "no such entity")
+                    throw scope.unheld ?? ODataServiceError(404, "NotFound", "no such entity")
                 }
                 var value = e.properties.first { $0.0 == name }?.1 ?? .null
                 var last = (name: name, type: type)
@@ -267,6 +276,7 @@ struct LocalQueryPlanner {
             }
         }
         let setName = navigationSet ?? scope.layout.set.name
+        if let unheld = scope.unheld, reference || !scope.single { throw unheld }
         if reference { return try references(scope, options: options) }
         if scope.single {
             var o = options
@@ -276,7 +286,7 @@ struct LocalQueryPlanner {
             o.orderBy = nil
             let result = try fetch(scope, options: o, paging: nil, selectExpand: options)
             guard let e = result.entries.first else {
-                throw ODataServiceError(404, "NotFound", "no such entity")
+                throw scope.unheld ?? ODataServiceError(404, "NotFound", "no such entity")
             }
             return .entity(e, set: setName, options: options, context: path.contextFragment)
         }
@@ -313,15 +323,17 @@ struct LocalQueryPlanner {
     /// The entities `contained` (a `Set/Nav` table) holds for the rows of `source`; 501 when no defining
     /// request downloaded them (`$expand=Nav`) and some row of `source` was not created through the
     /// gateway, since the mirror cannot tell what that parent contains upstream. (A parent created
-    /// offline contains exactly what was written with it or into it since.)
-    func containedScope(_ contained: MirrorSetLayout, from source: LocalScope) throws(ODataServiceError)
-        -> LocalScope
+    /// offline contains exactly what was written with it or into it since.) `deferring`: the 501 is
+    /// the scope's `unheld` instead, for a path that may still look up one entity the mirror holds.
+    func containedScope(_ contained: MirrorSetLayout, from source: LocalScope, deferring: Bool = false)
+        throws(ODataServiceError) -> LocalScope
     {
         guard let container = contained.container else {
             throw ODataServiceError(500, "InternalError", "no container")
         }
         let previous = source.condition
         let sourceTable = source.layout.set.name
+        var unheld: ODataServiceError?
         let downloaded = try self.sql {
             try db.scalar(
                 #"SELECT 1 FROM "_mg_scope" WHERE entitySet = ? LIMIT 1"#, [.text(contained.set.name)])
@@ -335,21 +347,25 @@ struct LocalQueryPlanner {
                     parents.bindings.map(SQLValue.init))
             }
             if notLocal != nil {
-                throw ODataServiceError(
+                let error = ODataServiceError(
                     501, "NotImplemented",
                     "the entities '\(container.navigation)' contains were not downloaded (a defining request "
                         + "with $expand=\(container.navigation) records them)")
+                guard deferring else { throw error }
+                unheld = error
             }
         }
         let inner = "c\(contained.set.name.count)"
         let parentColumns = container.parentKey
-        return LocalScope(
+        var scope = LocalScope(
             layout: contained,
             condition: { a in
                 "(" + parentColumns.map { "\(q(a)).\(q($0.name))" }.joined(separator: ", ") + ") IN (SELECT "
                     + parentColumns.map { "\(q(inner)).\(q($0.path[0]))" }.joined(separator: ", ")
                     + " FROM \(q(sourceTable)) AS \(q(inner)) WHERE " + previous(inner) + ")"
             }, single: !container.isCollection)
+        scope.unheld = unheld
+        return scope
     }
 
     /// The page size the upstream used for `set` when it was downloaded (nil: it did not page).

@@ -78,6 +78,8 @@ struct ODataOfflineWriter: ODataServicePart {
     }
 
     /// The answer to an applied write: a create reads the stored entity back (`201` with `Location`).
+    /// Should that read fail, the write still stands: `204` with `Location`, no body (never a success
+    /// status carrying an error).
     func answer(_ outcome: LocalWriteOutcome, request: HTTPRequest) -> HTTPResponse {
         if let createdKey = outcome.createdKey {
             let root = mount.gatewayRoot(for: request)
@@ -86,7 +88,13 @@ struct ODataOfflineWriter: ODataServicePart {
             var read = reader.response(
                 to: HTTPRequest(
                     method: "GET", target: mount.path + outcome.set + createdKey, headers: headers))
-            read.status = 201
+            if read.status == 200 {
+                read.status = 201
+            } else {
+                read = HTTPResponse(
+                    status: 204, headers: ODataVersionHeaders.response(version, for: .empty), body: .bytes([])
+                )
+            }
             read.headers.set("Location", root + outcome.set + createdKey)
             if version == .v4 { read.headers.set("OData-EntityId", root + outcome.set + createdKey) }
             return read

@@ -561,3 +561,32 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
     let group = try #require(try RawJSON.parse(grouped.body)["value"]?.elements?.first)
     #expect(group["M@odata.type"]?.string == "#Decimal")
 }
+
+@Test func aCreateIntoContainedEntitiesOfADownloadedParentIsAnsweredWithTheEntity() throws {
+    // `Orders(1)` was downloaded, its lines were not: the line written offline is held and answered
+    // (read-your-writes), the collection of its lines still is not.
+    let (service, _) = try makeBootstrappedService(
+        "odcpost", metadata: ODataFixtures.shopV4,
+        data: ["Orders": #"{"value":[{"ID":1,"Status":"Open","CustomerID":3}]}"#])
+    let created = service.writer.response(
+        to: HTTPRequest(
+            method: "POST", target: "/odata/s/Orders(1)/Lines",
+            headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(#"{"LineNo":5,"Quantity":1}"#.utf8)))
+    #expect(created.status == 201)
+    #expect(created.headers["Location"] == "http://gw/odata/s/Orders(1)/Lines(5)")
+    let entity = try RawJSON.parse(bodyText(created))
+    #expect(entity["error"] == nil)
+    #expect(entity["LineNo"]?.serialized() == "5" && entity["Quantity"]?.serialized() == "1")
+    #expect(service.queue.count == 1)
+    let (code, line) = localGET(service, "/odata/s/Orders(1)/Lines(5)")
+    #expect(code == 200)
+    #expect(line.contains(#""LineNo":5"#))
+    #expect(localGET(service, "/odata/s/Orders(1)/Lines(5)/Quantity").0 == 200)
+    #expect(localGET(service, "/odata/s/Orders(1)/Lines(6)").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(1)/Lines(6)/Quantity").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(1)/Lines").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(1)/Lines/$count").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(1)?$expand=Lines").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(2)/Lines(5)").0 == 404)
+}
