@@ -190,7 +190,9 @@ extension ODataMirror {
                 for set in sets where m.layouts[set] != nil {
                     // As after a full read: once nothing is queued, rows written through the gateway give way
                     // to the server's (an uploaded create came back in this delta under its server key).
-                    if !p.queued { try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'") }
+                    if !p.queued {
+                        try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" IN " + MirrorWriter.localScopesSQL)
+                    }
                     let count =
                         try db.scalar(
                             "SELECT COUNT(*) FROM \(q(set)) WHERE \"_dr\" = ?", [.text(request)])?.int ?? 0

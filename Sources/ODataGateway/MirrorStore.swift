@@ -318,7 +318,8 @@ public final class ODataMirror: Sendable {
                         // now, so local rows (e.g. nested entities of a deep insert whose server keys were never
                         // learned) give way to the server's.
                         if pending != nil, !p.queued {
-                            try db.run("DELETE FROM \(q(set)) WHERE \"_dr\" = 'local'")
+                            try db.run(
+                                "DELETE FROM \(q(set)) WHERE \"_dr\" IN " + MirrorWriter.localScopesSQL)
                         }
                     }
                     try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])

@@ -9,10 +9,23 @@ import Storage
 /// A writer works inside a transaction its caller owns on the mirror's writer connection (the request
 /// queue's, so that a change and its queue entry commit together, or ``ODataMirror/write(_:)``'s). Rows
 /// it stores keep `_json` exactly as given and fill the typed columns from it; rows it creates are marked
-/// as written through the gateway (`_dr = 'local'`).
+/// as written through the gateway (`_dr = 'local'`; `local:unknown` for an update of an entity the
+/// mirror did not hold, which the gateway did not create).
 struct MirrorWriter {
     let db: Database
     let model: MirrorModel
+
+    /// The scope (`_dr`) of an entity created through the gateway.
+    static let createdScope = "local"
+    /// The scope of an entity the mirror did not hold that an offline update stored (``insert``'s
+    /// `scope`): written through the gateway like a created one, but not known to contain only what was
+    /// written into it.
+    static let unknownScope = "local:unknown"
+    /// The scopes of rows written through the gateway, as an SQL list (constants only).
+    static let localScopesSQL = "('local', 'local:unknown')"
+
+    /// Whether `scope` marks a row written through the gateway (created or not).
+    static func isLocal(_ scope: String?) -> Bool { scope == createdScope || scope == unknownScope }
 
     /// `INSERT [OR REPLACE] INTO set (_json, _etag, _dr, _type, columns…) VALUES (?, …)`.
     static func storeSQL(_ layout: MirrorSetLayout, replacing: Bool) -> String {
@@ -69,11 +82,11 @@ struct MirrorWriter {
     func insert(
         _ layout: MirrorSetLayout, members: [(String, RawJSON)], etag: String?,
         parent: [(String, RawJSON)]? = nil,
-        type: String? = nil
+        type: String? = nil, scope: String = createdScope
     ) throws {
         try db.run(
             Self.storeSQL(layout, replacing: false),
-            Self.rowValues(model, layout, members, etag: etag, scope: "local", type: type, parent: parent))
+            Self.rowValues(model, layout, members, etag: etag, scope: scope, type: type, parent: parent))
     }
 
     /// The key of a singleton's one stored row (404 when it was never downloaded).
@@ -203,7 +216,8 @@ struct MirrorWriter {
     /// Stores one entity as the upstream serves it, replacing the row with the same key; the row keeps
     /// the defining request it came from (so that the next download of that request replaces it), else
     /// the set's first defining request when `scopeOfSet`, else it is marked as written through the
-    /// gateway. A row that was written through the gateway (`local`) keeps that mark unless `scopeOfSet`.
+    /// gateway. A row that was written through the gateway (`local`, `local:unknown`) keeps that mark unless
+    /// `scopeOfSet`.
     func store(_ layout: MirrorSetLayout, entity: MirrorEntity, scopeOfSet: Bool) throws {
         let keys = layout.key
         let keyValues = keys.map { k in
@@ -221,7 +235,7 @@ struct MirrorWriter {
             let first = try db.scalar(
                 #"SELECT request FROM "_mg_scope" WHERE entitySet = ? ORDER BY request LIMIT 1"#,
                 [.text(layout.set.name)])?.string
-            scope = (previous == "local" ? nil : previous) ?? first ?? "local"
+            scope = (Self.isLocal(previous) ? nil : previous) ?? first ?? "local"
         }
         try db.run(
             Self.storeSQL(layout, replacing: true),

@@ -592,7 +592,8 @@ struct ODataOfflineWriter: ODataServicePart {
         let parent = layout.container.map { c in
             c.parentKey.map { ($0.path[0], key[$0.name]?.jsonValue ?? .null) }
         }
-        try w.insert(layout, members: properties, etag: nil, parent: parent)
+        // Not created offline: what the entity contains upstream stays unknown (`unknownScope`).
+        try w.insert(layout, members: properties, etag: nil, parent: parent, scope: MirrorWriter.unknownScope)
         return LocalWriteOutcome(status: 204, createdKey: nil)
     }
 

@@ -562,17 +562,23 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
     #expect(group["M@odata.type"]?.string == "#Decimal")
 }
 
+/// A JSON write answered by the offline writer.
+private func jsonWrite(_ service: ODataService, _ method: String, _ target: String, _ body: String)
+    -> HTTPResponse
+{
+    service.writer.response(
+        to: HTTPRequest(
+            method: method, target: target, headers: ["Host": "gw", "Content-Type": "application/json"],
+            body: Array(body.utf8)))
+}
+
 @Test func aCreateIntoContainedEntitiesOfADownloadedParentIsAnsweredWithTheEntity() throws {
     // `Orders(1)` was downloaded, its lines were not: the line written offline is held and answered
     // (read-your-writes), the collection of its lines still is not.
     let (service, _) = try makeBootstrappedService(
         "odcpost", metadata: ODataFixtures.shopV4,
         data: ["Orders": #"{"value":[{"ID":1,"Status":"Open","CustomerID":3}]}"#])
-    let created = service.writer.response(
-        to: HTTPRequest(
-            method: "POST", target: "/odata/s/Orders(1)/Lines",
-            headers: ["Host": "gw", "Content-Type": "application/json"],
-            body: Array(#"{"LineNo":5,"Quantity":1}"#.utf8)))
+    let created = jsonWrite(service, "POST", "/odata/s/Orders(1)/Lines", #"{"LineNo":5,"Quantity":1}"#)
     #expect(created.status == 201)
     #expect(created.headers["Location"] == "http://gw/odata/s/Orders(1)/Lines(5)")
     let entity = try RawJSON.parse(bodyText(created))
@@ -589,4 +595,50 @@ func writesToEntitiesTheMirrorDoesNotHoldFollowOneRule(method: String) throws {
     #expect(localGET(service, "/odata/s/Orders(1)/Lines/$count").0 == 501)
     #expect(localGET(service, "/odata/s/Orders(1)?$expand=Lines").0 == 501)
     #expect(localGET(service, "/odata/s/Orders(2)/Lines(5)").0 == 404)
+}
+
+@Test(arguments: ["PATCH", "PUT"])
+func anUpdatedEntityTheMirrorDidNotHoldIsNoParentCreatedOffline(method: String) throws {
+    // `Orders(7)` was never downloaded: the update stores it, but what it contains upstream is unknown, so
+    // its lines are not answered as an empty collection (unlike those of an order created offline).
+    let (service, _) = try makeBootstrappedService(
+        "odunkp", metadata: ODataFixtures.shopV4,
+        data: ["Products": #"{"value":[{"ID":1,"Name":"x"}]}"#])
+    let updated = jsonWrite(service, method, "/odata/s/Orders(7)", #"{"Status":"Closed"}"#)
+    #expect(updated.status == 204)
+    let (code, order) = localGET(service, "/odata/s/Orders(7)")
+    #expect(code == 200 && order.contains(#""Status":"Closed""#))
+    #expect(localGET(service, "/odata/s/Orders(7)/Lines").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(7)/Lines/$count").0 == 501)
+    #expect(localGET(service, "/odata/s/Orders(7)?$expand=Lines").0 == 501)
+    let created = jsonWrite(service, "POST", "/odata/s/Orders", #"{"ID":8,"Status":"Open"}"#)
+    #expect(created.status == 201)
+    let (createdCode, lines) = localGET(service, "/odata/s/Orders(8)/Lines")
+    #expect(createdCode == 200 && lines.contains(#""value":[]"#))
+}
+
+@Test func aDownloadKeepsAnUpdatedUnknownEntityWhileQueuedAndThenReplacesIt() throws {
+    // Written through the gateway like a created entity: pending, it wins over a download; once nothing is
+    // queued, it gives way to the server's rows.
+    let (service, _) = try makeBootstrappedService(
+        "odunkd", metadata: ODataFixtures.shopV4,
+        data: ["Products": #"{"value":[{"ID":1,"Name":"x"}]}"#])
+    let updated = jsonWrite(service, "PATCH", "/odata/s/Orders(7)", #"{"Status":"Closed"}"#)
+    #expect(updated.status == 204)
+    func download() throws {
+        try service.mirror.replace(
+            request: "orders", query: "Orders",
+            rows: ["Orders": [MirrorEntity(properties: try RawJSON.parse(#"{"ID":1}"#).members!)]],
+            pending: try service.downloader.pendingChanges(), deltaLink: nil)
+    }
+    try download()
+    #expect(localGET(service, "/odata/s/Orders(7)").1.contains(#""Status":"Closed""#))
+    #expect(localGET(service, "/odata/s/Orders(1)").0 == 200)
+    while let r = try service.queue.first() {
+        try service.mirror.write { w in try service.queue.remove(r, in: w.db) }
+        service.queue.didLeave(r)
+    }
+    try download()
+    #expect(localGET(service, "/odata/s/Orders(7)").0 == 404)
+    #expect(localGET(service, "/odata/s/Orders(1)").0 == 200)
 }
