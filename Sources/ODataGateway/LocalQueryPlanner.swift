@@ -445,6 +445,7 @@ struct LocalQueryPlanner {
             throw ODataServiceError(error)
         }
         try requireLinks(mapping.usage.all)
+        try requireContained(mapping.usage.contained)
         return fragment
     }
 
@@ -461,7 +462,22 @@ struct LocalQueryPlanner {
             throw ODataServiceError(error)
         }
         try requireLinks(mapping.usage.all)
+        try requireContained(mapping.usage.contained)
         return result
+    }
+
+    /// A filter, order or aggregation through contained entities (`Lines/any()`, `Lines/$count`) is
+    /// answered only when they were downloaded or every parent row was created through the gateway
+    /// (otherwise parents whose entities were never downloaded would silently match as empty).
+    func requireContained(_ used: Set<String>) throws(ODataServiceError) {
+        for set in used.sorted() {
+            guard let contained = m.layouts[set], let slash = set.lastIndex(of: "/"),
+                let parent = m.layouts[String(set[..<slash])]
+            else { continue }
+            _ = try containedScope(
+                contained,
+                from: LocalScope(layout: parent, condition: { _ in SQLFragment("1") }, single: false))
+        }
     }
 
     /// The options that select rows (`$filter`, `$search`, `$compute`), without paging, order or shape.

@@ -222,12 +222,15 @@ extension ODataMirror {
     }
 }
 
-/// Records which link-table navigations a translation used, so the caller can check that their links
-/// were downloaded.
+/// Records which link-table navigations and contained entity sets (`Set/Nav`) a translation used, so the
+/// caller can check that their links or entities were downloaded.
 final class LinkUsage: Sendable {
     private let used = Mutex<Set<MirrorLinkNavigation>>([])
+    private let usedContained = Mutex<Set<String>>([])
     func record(_ link: MirrorLinkNavigation) { _ = used.withLock { $0.insert(link) } }
+    func recordContained(_ set: String) { _ = usedContained.withLock { $0.insert(set) } }
     var all: Set<MirrorLinkNavigation> { used.withLock { $0 } }
+    var contained: Set<String> { usedContained.withLock { $0 } }
 }
 
 /// The mirror's SQL mapping: the model's (referential constraints) first, then link tables.
@@ -254,6 +257,7 @@ struct MirrorSQLMapping: SQLMapping {
             let container = contained.container
         {
             // Contained entities: their `_p_` columns hold the parent's key.
+            usage.recordContained(contained.set.name)
             return SQLNavigationMapping(
                 table: contained.set.name, entityType: contained.entityType,
                 joins: container.parentKey.map {
