@@ -365,6 +365,8 @@ private func fullMetadata(_ reader: ODataLocalReader, _ path: String, _ query: S
     let (code, body) = try get(reader, "People(3)")  // minimal metadata: the value as downloaded
     #expect(code == 200)
     #expect(body["Visits"]?.serialized() == "7")
+    // Not selected, it needs no type.
+    #expect(try fullMetadata(reader, "People(3)", "$select=Name").status == 200)
 }
 
 @Test func v2AtomFeedsEntriesAndProperties() throws {
@@ -674,4 +676,26 @@ func anUpdatedEntityTheMirrorDidNotHoldIsNoParentCreatedOffline(method: String) 
     let (localCode, local) = localGET(service, "/odata/s/Orders?$filter=Lines/any()&$select=ID")
     #expect(localCode == 200)
     #expect(try ids(RawJSON.parse(local)) == ["9"])
+}
+
+@Test func aFailedDownloadRunKeepsTheOfflineWrites() throws {
+    // The upstream is unreachable: the run fails and the mirror stays as the offline writes left it
+    // (the bootstrap data is not reloaded over them).
+    let (service, _) = try makeBootstrappedService(
+        "odfailrun", metadata: ODataFixtures.customersOrdersV2,
+        data: [
+            "Customers":
+                #"{"d":{"results":[{"CustomerID":"A","Name":"Ann"},{"CustomerID":"B","Name":"Bo"}]}}"#
+        ],
+        timeout: .seconds(2))
+    #expect(jsonWrite(service, "MERGE", "/odata/s/Customers('A')", #"{"Name":"Annie"}"#).status == 204)
+    let deleted = service.writer.response(
+        to: HTTPRequest(method: "DELETE", target: "/odata/s/Customers('B')", headers: ["Host": "gw"]))
+    #expect(deleted.status == 204)
+    #expect(throws: (any Error).self) { try service.downloader.runDownload() }
+    let (code, after) = localGET(service, "/odata/s/Customers")
+    #expect(code == 200)
+    #expect(after.contains(#""Name":"Annie""#))
+    #expect(!after.contains(#""CustomerID":"B""#))
+    #expect(service.queue.count == 2)
 }
