@@ -18,8 +18,8 @@ struct MirrorWriter {
     /// The scope (`_dr`) of an entity created through the gateway.
     static let createdScope = "local"
     /// The scope of an entity the mirror did not hold that an offline update stored (``insert``'s
-    /// `scope`): written through the gateway like a created one, but not known to contain only what was
-    /// written into it.
+    /// `scope`), or of one created offline whose create was uploaded (``markUploaded(_:key:)``): written
+    /// through the gateway like a created one, but not known to contain only what was written into it.
     static let unknownScope = "local:unknown"
     /// The scopes of rows written through the gateway, as an SQL list (constants only).
     static let localScopesSQL = "('local', 'local:unknown')"
@@ -201,6 +201,15 @@ struct MirrorWriter {
         try db.run(
             Self.storeSQL(layout, replacing: true),
             Self.rowValues(m, layout, properties, etag: nil, scope: "local"))
+    }
+
+    /// An entity created through the gateway whose create was uploaded: still a row written through the
+    /// gateway (``unknownScope``), no longer one known to contain only what was written into it.
+    func markUploaded(_ layout: MirrorSetLayout, key: ODataKey) throws {
+        let (whereSQL, values) = model.keyPredicate(key, in: layout)
+        try db.run(
+            "UPDATE \(q(layout.set.name)) SET \"_dr\" = ? WHERE \"_dr\" = ? AND \(whereSQL)",
+            [.text(Self.unknownScope), .text(Self.createdScope)] + values)
     }
 
     /// Removes the row a single-property key predicate (`(-1)`) names.

@@ -85,6 +85,14 @@ extension ODataUploader {
                 set: request.entitySet, old: old, new: new, stringKey: ODataKeyText.unquote(old), in: w.db)
             try w.replaceKey(layout, old: old, new: new, entity: serverEntity)
         }
+        // An uploaded create is the server's now: what it contains there is no longer only what was written.
+        if request.method == "POST",
+            let entity = request.localKey.map({ request.entitySet + (serverKey ?? $0) })
+                ?? request.affectedEntity(model: m),
+            let (layout, key) = ODataKeyText.locate(entity, model: m)
+        {
+            try w.markUploaded(layout, key: key)
+        }
         // `OfflineOData.RemoveAfterUpload: true`: the entity leaves the mirror (a later download of a defining
         // request that covers it brings it back).
         if request.removeAfterUpload, request.method != "DELETE",
