@@ -13,7 +13,7 @@ import threading
 import time
 
 from conftest import BASE_CONFIG
-from harness import deep_merge, free_port, request, to_yaml
+from harness import ENCRYPTION, deep_merge, free_port, request, to_yaml, with_store_keys
 
 APP = "RELOADAPP"
 KEY = "reload-key"
@@ -39,7 +39,8 @@ def rewrite(gw, config: dict) -> None:
     cfg = deep_merge(BASE_CONFIG, config)
     cfg = deep_merge(cfg, {"server": {"listen": f"127.0.0.1:{gw.port}"}})
     cfg.setdefault("dataDir", str(gw.workdir / "data"))
-    gw.config_path.write_text(to_yaml(cfg))
+    # Under MIRRORGATE_TEST_ENCRYPTION the stores keep the key the gateway started with.
+    gw.config_path.write_text(to_yaml(with_store_keys(cfg) if ENCRYPTION else cfg))
 
 
 def reload(gw) -> tuple[int, dict]:
