@@ -327,7 +327,7 @@ def test_killed_sync_resumes_from_its_checkpoint(gateway_factory, upstream, tmp_
     upstream.clear()
     st, _, _ = request("POST", gw.url("/_mirrorgate/algolia/indices/products/sync"))
     assert st in (202, 409)
-    assert wait_for(lambda: len(upstream.requests("/1/indexes/products/browse")) >= 6, timeout=10)
+    assert wait_for(lambda: len(upstream.requests("/1/indexes/products/browse")) >= 6, timeout=30)
     os.kill(gw.proc.pid, signal.SIGKILL)
     gw.proc.wait(timeout=5)
     gw.expect_exit = -9
