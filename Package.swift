@@ -25,6 +25,9 @@ let package = Package(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libxml2's reader: the one parser of XML input (Atom bodies, $metadata), behind ODataCore's SafeXML.
+        .systemLibrary(
+            name: "CLibXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
         // Linux calls whose C types Swift cannot use (epoll_event), wrapped without error handling.
         .systemLibrary(name: "CLinux"),
 
@@ -72,7 +75,7 @@ let package = Package(
         .target(name: "JSONCore", dependencies: ["HTTPCore"], swiftSettings: strict),
         .target(name: "SearchEngine", dependencies: ["Storage", "JSONCore"], swiftSettings: strict),
         // OData protocol pieces without I/O: CSDL model, resource paths, $filter, literals, serializers.
-        .target(name: "ODataCore", dependencies: ["JSONCore"], swiftSettings: strict),
+        .target(name: "ODataCore", dependencies: ["JSONCore", "CLibXML2"], swiftSettings: strict),
         .target(
             name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strict),

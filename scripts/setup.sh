@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Mirrorgate needs on a Debian machine and builds the release binary. Idempotent: apt packages
 # are installed only when missing; the build is incremental.
-#   bash scripts/setup.sh            # the demo: the C libraries' -dev packages, libxml2, pkg-config; build
+#   bash scripts/setup.sh            # the demo: the C libraries' -dev packages (libxml2-dev too), pkg-config; build
 #   bash scripts/setup.sh --test     # also what scripts/test.sh needs (python3-venv, sqlite3, prometheus for
 #                                    #   promtool, and for scripts/test-install.sh: man-db, groff, zsh, fish,
 #                                    #   systemd-analyze)
@@ -12,8 +12,9 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# libxml2: FoundationXML (OData $metadata) loads it at start; a minimal Debian may lack it.
-PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2 pkg-config)
+# libxml2-dev: the one XML parser of input (ODataCore's SafeXML, through the CLibXML2 module); its libxml2
+# is also what FoundationXML loads at start.
+PACKAGES=(libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libxml2-dev pkg-config)
 TEST_PACKAGES=(python3-venv sqlite3 prometheus man-db groff-base bsdextrautils zsh fish systemd)
 BENCH_PACKAGES=(nginx wrk)
 BENCH=0

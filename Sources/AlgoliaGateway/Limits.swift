@@ -38,10 +38,7 @@ public enum AlgoliaLimits {
     }
 
     /// The error for a local answer that would pass ``answerBytes``.
-    static let tooLarge = SearchError(
-        status: 400,
-        message: "The answer would be larger than \(answerBytes >> 20) MiB: ask for fewer hits, attributes "
-            + "or queries")
+    static let tooLarge = SearchLimits.answerTooLarge(answerBytes)
 }
 
 /// The search parameters that local answers did not apply, per index, as the engine reported them (each

@@ -55,7 +55,7 @@ public struct LocalAlgolia: Sendable {
                 let params: JSON = request.method == "GET" ? queryParams(request) : body
                 let restricted = idx.restrict(params)
                 notApplied.record(name, idx.index.ignoredParameters(restricted))
-                let answer = try idx.index.searchSerialized(restricted)
+                let answer = try idx.index.searchSerialized(restricted, maxBytes: AlgoliaLimits.answerBytes)
                 if answer.count > AlgoliaLimits.answerBytes { throw AlgoliaLimits.tooLarge }
                 return .json(200, "").withBody(OriginTag.tag(answer, origin: "local"))
             case .browse(let name):
@@ -234,7 +234,7 @@ public struct LocalAlgolia: Sendable {
             } else {
                 let restricted = idx.restrict(.object(params))
                 notApplied.record(name, idx.index.ignoredParameters(restricted))
-                var answer = try idx.index.search(restricted)
+                var answer = try idx.index.search(restricted, maxBytes: AlgoliaLimits.answerBytes - out.count)
                 if case .object(var o) = answer {
                     o["index"] = .string(name)
                     answer = OriginTag.json(.object(o))

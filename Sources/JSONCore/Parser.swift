@@ -64,6 +64,9 @@ extension JSON: JSONRepresentation {
 extension JSON {
     /// The default nesting limit: deeper documents are rejected with an error, never a stack overflow.
     public static let defaultMaxDepth = 512
+    /// The longest number text accepted (digits, sign, fraction and exponent): longer ones are rejected
+    /// with an error before any conversion.
+    public static let maxNumberLength = 4096
 
     /// Parses one JSON text (RFC 8259): whitespace around one value, strict grammar, UTF-8 validated,
     /// `\u` escapes including surrogate pairs, nesting limited to `maxDepth`.
@@ -439,6 +442,10 @@ struct JSONParser<Value: JSONRepresentation> {
             }
             guard pos < buffer.count, isDigit(buffer[pos]) else { throw error("Expected digit in exponent") }
             while pos < buffer.count, isDigit(buffer[pos]) { pos += 1 }
+        }
+        // A number's text is converted (strtod): longer texts than any number needs are refused first.
+        guard pos - start <= JSON.maxNumberLength else {
+            throw error("Number longer than \(JSON.maxNumberLength) characters", at: start)
         }
         guard
             let value = Value.number(UnsafeBufferPointer(rebasing: buffer[start..<pos]), isInteger: isInteger)

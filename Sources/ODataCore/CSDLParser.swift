@@ -1,19 +1,21 @@
 import Foundation
 
-#if canImport(FoundationXML)
-    import FoundationXML
-#endif
-
 /// Parses `$metadata` documents (V4 CSDL XML and V2 EDMX) into an ``EdmModel``.
 ///
-/// Promises: never resolves external entities; malformed XML or a document without `Edmx`/`Schema`
+/// Promises: parsed by ``SafeXML`` (no DTD, no entities, nothing fetched, bounded by
+/// ``SafeXML/Limits/metadata``); malformed XML or a document without `Edmx`/`Schema`
 /// throws ``ODataError`` of kind `.metadata`; unknown elements and attributes are ignored; sloppy but
 /// common V2 metadata (unqualified type names, duplicated containers, constraints without a
 /// `ReferentialConstraint` wrapper) is accepted.
 public enum CSDLParser {
     /// Parses the metadata document bytes.
     public static func parse(_ data: [UInt8]) throws(ODataError) -> EdmModel {
-        let root = try XMLTreeBuilder.build(Data(data))
+        let root: XNode
+        do {
+            root = try SafeXML.parse(data, limits: .metadata)
+        } catch {
+            throw ODataError(.metadata, "the metadata document is refused: \(error.message)")
+        }
         return try interpret(root)
     }
 
@@ -593,94 +595,7 @@ extension EdmModel {
     }
 }
 
-// MARK: - A small XML tree
+// MARK: - The XML tree
 
-/// An element of the parsed XML document.
-struct XNode {
-    var name: String
-    var namespaceURI: String
-    var attributes: [String: String]
-    var children: [XNode]
-    var text: String
-
-    /// The element name without prefix.
-    var local: String {
-        if let colon = name.lastIndex(of: ":") { return String(name[name.index(after: colon)...]) }
-        return name
-    }
-
-    /// An attribute by local name, with or without a prefix (`m:HttpMethod` matches `HttpMethod`).
-    func attribute(local: String) -> String? {
-        if let value = attributes[local] { return value }
-        for (key, value) in attributes where key.hasSuffix(":" + local) { return value }
-        return nil
-    }
-}
-
-private final class XMLTreeBuilder: NSObject, XMLParserDelegate {
-    private var stack: [XNode] = []
-    private var root: XNode?
-    private var namespaces: [[String: String]] = [[:]]
-    private var depthLimitHit = false
-
-    static func build(_ data: Data) throws(ODataError) -> XNode {
-        let builder = XMLTreeBuilder()
-        let parser = XMLParser(data: data)
-        parser.shouldResolveExternalEntities = false
-        parser.shouldProcessNamespaces = false
-        parser.delegate = builder
-        let ok = parser.parse()
-        if builder.depthLimitHit { throw ODataError(.metadata, "the metadata document is nested too deeply") }
-        guard ok, let root = builder.root else {
-            let reason = parser.parserError.map { "\($0.localizedDescription)" } ?? "unknown error"
-            throw ODataError(
-                .metadata,
-                "the metadata document is not well-formed XML (line \(parser.lineNumber)): \(reason)")
-        }
-        return root
-    }
-
-    func parser(
-        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
-        qualifiedName qName: String?,
-        attributes attributeDict: [String: String] = [:]
-    ) {
-        if stack.count > 256 {
-            depthLimitHit = true
-            parser.abortParsing()
-            return
-        }
-        var scope = namespaces.last ?? [:]
-        for (key, value) in attributeDict {
-            if key == "xmlns" {
-                scope[""] = value
-            } else if key.hasPrefix("xmlns:") {
-                scope[String(key.dropFirst(6))] = value
-            }
-        }
-        namespaces.append(scope)
-        let prefix = elementName.firstIndex(of: ":").map { String(elementName[..<$0]) } ?? ""
-        stack.append(
-            XNode(
-                name: elementName, namespaceURI: scope[prefix] ?? "", attributes: attributeDict, children: [],
-                text: ""))
-    }
-
-    func parser(
-        _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?,
-        qualifiedName qName: String?
-    ) {
-        guard let node = stack.popLast() else { return }
-        namespaces.removeLast()
-        if stack.isEmpty {
-            root = node
-        } else {
-            stack[stack.count - 1].children.append(node)
-        }
-    }
-
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        guard !stack.isEmpty else { return }
-        stack[stack.count - 1].text += string
-    }
-}
+/// An element of the parsed metadata document (``SafeXML`` builds it).
+typealias XNode = SafeXML.Element

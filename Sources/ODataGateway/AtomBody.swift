@@ -1,5 +1,3 @@
-import Foundation
-import FoundationXML
 import JSONCore
 import ODataCore
 
@@ -9,95 +7,76 @@ import ODataCore
 /// Double numbers, Int64/Decimal as strings, Boolean, `Edm.DateTime`/`DateTimeOffset` as `/Date(ms)/`,
 /// `m:null="true"` as null, complex values as objects); `link` elements whose `href` names an entity bind
 /// a navigation (`{"__metadata":{"uri":…}}`) and `m:inline` entries or feeds nest entities (deep insert).
-/// Parsed with FoundationXML (libxml2), strictly: a body that is not well-formed XML, declares a DTD or
-/// is not an Atom entry throws a 400.
+/// Parsed by ``SafeXML`` (libxml2's reader, no DTD, no entities, bounded by ``SafeXML/Limits/requestBody``):
+/// a body that is empty, not well-formed XML, declares a DTD, passes a bound or is not an Atom entry throws
+/// a 400.
 enum ODataAtomBody {
+    /// The bounds of an Atom body (``SafeXML/Limits/requestBody``).
+    static let limits = SafeXML.Limits.requestBody
+
     static func object(_ body: [UInt8], type: String, model m: MirrorModel) throws(ODataServiceError)
         -> RawJSON
     {
-        let data = Data(body)
-        // DTDs (and so entity declarations) are refused: an entry never needs one, and refusing them
-        // rules out entity expansion and external entities before any DOM parser sees the body.
-        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
-            throw ODataServiceError(
-                400, "BadRequest", "the request body declares a DTD, which is not accepted")
-        }
-        // XMLDocument parses in libxml2's recovery mode, so well-formedness is checked strictly first.
-        let check = XMLParser(data: data)
-        check.shouldResolveExternalEntities = false
-        // (swift-corelibs' `parse()` answers true after a fatal error; `parserError` tells.)
-        guard check.parse(), check.parserError == nil else {
-            throw ODataServiceError(
-                400, "BadRequest", "the request body is not well-formed XML (line \(check.lineNumber))")
-        }
-        let document: XMLDocument
+        let entry: Node
         do {
-            document = try XMLDocument(
-                data: data, options: [.nodeLoadExternalEntitiesNever, .nodePreserveWhitespace])
+            entry = try SafeXML.parse(body, limits: limits)
         } catch {
-            throw ODataServiceError(400, "BadRequest", "the request body is not well-formed XML")
+            throw ODataServiceError(400, "BadRequest", "the request body is refused: \(error.message)")
         }
-        guard let entry = document.rootElement(), local(entry) == "entry" else {
+        guard entry.local == "entry" else {
             throw ODataServiceError(400, "BadRequest", "the request body is not an Atom entry")
         }
         return .object(try members(entry, type: type, model: m, depth: 0))
     }
 
-    static func local(_ node: XMLNode) -> String { node.localName ?? node.name ?? "" }
-
-    static func elements(_ node: XMLElement) -> [XMLElement] {
-        (node.children ?? []).compactMap { $0 as? XMLElement }
-    }
+    typealias Node = SafeXML.Element
 
     static func members(
-        _ entry: XMLElement, type: String, model m: MirrorModel, depth: Int
+        _ entry: Node, type: String, model m: MirrorModel, depth: Int
     ) throws(ODataServiceError) -> [(String, RawJSON)] {
         var out: [(String, RawJSON)] = []
         var entityType = type
-        for child in elements(entry) where local(child) == "category" {
-            if let term = child.attribute(forName: "term")?.stringValue,
-                let derived = m.wireType(term, base: type)
-            {
+        for child in entry.children where child.local == "category" {
+            if let term = child.attributes["term"], let derived = m.wireType(term, base: type) {
                 entityType = derived
                 out.append(("__metadata", .object([("type", .string(derived))])))
             }
         }
-        var properties: [XMLElement] = []
-        for child in elements(entry) {
-            switch local(child) {
-            case "content": properties += elements(child).filter { local($0) == "properties" }
+        var properties: [Node] = []
+        for child in entry.children {
+            switch child.local {
+            case "content": properties += child.children(local: "properties")
             case "properties": properties.append(child)
             default: break
             }
         }
         for container in properties {
-            for p in elements(container) {
-                let name = local(p)
+            for p in container.children {
+                let name = p.local
                 out.append(
                     (name, value(p, type: m.model.property(named: name, in: entityType)?.type, model: m)))
             }
         }
-        for link in elements(entry) where local(link) == "link" {
-            guard let rel = link.attribute(forName: "rel")?.stringValue,
-                rel.hasPrefix(ODataAtomSerializer.related)
-            else { continue }
+        for link in entry.children where link.local == "link" {
+            guard let rel = link.attributes["rel"], rel.hasPrefix(ODataAtomSerializer.related) else {
+                continue
+            }
             let name = String(rel.dropFirst(ODataAtomSerializer.related.count))
             guard let nav = m.model.navigationProperty(named: name, in: entityType) else { continue }
-            if let inline = elements(link).first(where: { local($0) == "inline" }) {
+            if let inline = link.children.first(where: { $0.local == "inline" }) {
                 guard depth < 8 else {
                     throw ODataServiceError(400, "BadRequest", "inline entries are nested more than 8 deep")
                 }
                 var nested: [RawJSON] = []
-                for node in elements(inline) {
-                    let entries =
-                        local(node) == "feed" ? elements(node).filter { local($0) == "entry" } : [node]
-                    for e in entries where local(e) == "entry" {
+                for node in inline.children {
+                    let entries = node.local == "feed" ? node.children(local: "entry") : [node]
+                    for e in entries where e.local == "entry" {
                         nested.append(.object(try members(e, type: nav.target, model: m, depth: depth + 1)))
                     }
                 }
                 out.append(
                     (name, nav.isCollection ? .object([("results", .array(nested))]) : nested.first ?? .null))
-            } else if let href = link.attribute(forName: "href")?.stringValue, !href.isEmpty {
+            } else if let href = link.attributes["href"], !href.isEmpty {
                 out.append((name, .object([("__metadata", .object([("uri", .string(href))]))])))
             }
         }
@@ -105,22 +84,24 @@ enum ODataAtomBody {
     }
 
     /// One `d:Name` element as a V2 JSON value of its declared type.
-    static func value(_ node: XMLElement, type: EdmTypeRef?, model m: MirrorModel) -> RawJSON {
-        if node.attributes?.contains(where: { local($0) == "null" && $0.stringValue == "true" }) == true {
+    static func value(_ node: Node, type: EdmTypeRef?, model m: MirrorModel) -> RawJSON {
+        if node.attributes.contains(where: {
+            $0.key.split(separator: ":").last == "null" && $0.value == "true"
+        }) {
             return .null
         }
-        let children = elements(node)
+        let children = node.children
         if !children.isEmpty {
             let complex = type.flatMap { m.model.structuredType($0.name) }
             return .object(
                 children.map { c in
                     let inner = complex.flatMap {
-                        m.model.property(named: local(c), in: $0.qualifiedName)?.type
+                        m.model.property(named: c.local, in: $0.qualifiedName)?.type
                     }
-                    return (local(c), value(c, type: inner, model: m))
+                    return (c.local, value(c, type: inner, model: m))
                 })
         }
-        let text = node.stringValue ?? ""
+        let text = node.text
         switch type.flatMap({ m.model.primitiveType(of: $0) }) {
         case .boolean?: return .bool(text == "true" || text == "1")
         case .byte?, .sbyte?, .int16?, .int32?, .single?, .double?:

@@ -14,6 +14,8 @@ final class Highlighter {
     private var starts: [Int] = []
     private var ends: [Int] = []
     private var marks: [(start: Int, end: Int)] = []
+    /// Bytes written by all highlights so far (what tags and repeated texts add to an answer).
+    private(set) var emitted = 0
 
     init(normalizer: Normalizer, words: [QueryWord], preTag: String, postTag: String, ellipsis: String) {
         self.normalizer = normalizer
@@ -95,6 +97,8 @@ final class Highlighter {
     func highlight(
         _ text: String, snippetWords: Int?, escaped: Bool, into out: inout [UInt8]
     ) -> (matched: UInt64, fullyHighlighted: Bool) {
+        let before = out.count
+        defer { emitted += out.count - before }
         // Local copies (capacity reused across calls) avoid exclusivity checks in the token loop.
         var starts = self.starts
         var ends = self.ends

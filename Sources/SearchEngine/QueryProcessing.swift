@@ -56,6 +56,8 @@ extension IndexData {
     /// Splits the query into words and decides, per word: prefix, typo budget, optional, phrase,
     /// exclusion, plural alternatives; removes stop words.
     func parseQuery(_ options: SearchOptions) throws(SearchError) -> ParsedQuery {
+        // Bounded before any work: the typo search allocates in the square of a word's length.
+        try SearchLimits.checkLength("query", options.params["query"], limit: SearchLimits.queryBytes)
         let text = options.query
         let advanced = options.bool("advancedSyntax", default: false)
         let features = Set(options.list("advancedSyntaxFeatures") ?? ["exactPhrase", "excludeWords"])

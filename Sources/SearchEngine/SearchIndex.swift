@@ -224,6 +224,7 @@ public final class SearchIndex: Sendable {
         if let value = options.params["tagFilters"] {
             cnf += try parseArrayFilters(value, kind: .tag, name: "tagFilters")
         }
+        try SearchLimits.checkFilterCount(cnf.reduce(0) { $0 + $1.count })
         return CompiledFilter(cnf, data: data)
     }
 
@@ -244,6 +245,11 @@ public final class SearchIndex: Sendable {
             }
             guard !numbers.isEmpty, numbers.count % 4 == 0 else {
                 throw SearchError(status: 400, message: "insideBoundingBox: expected groups of 4 numbers")
+            }
+            guard numbers.count / 4 <= SearchLimits.boundingBoxes else {
+                throw SearchError(
+                    status: 400,
+                    message: "insideBoundingBox: at most \(SearchLimits.boundingBoxes) rectangles per search")
             }
             for i in stride(from: 0, to: numbers.count, by: 4) {
                 geo.boxes.append((numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3]))
@@ -283,6 +289,10 @@ public final class SearchIndex: Sendable {
         switch options.value("aroundPrecision") {
         case nil, .null?: break
         case .array(let ranges)?:
+            guard ranges.count <= SearchLimits.precisionRanges else {
+                throw SearchError(
+                    status: 400, message: "aroundPrecision: at most \(SearchLimits.precisionRanges) ranges")
+            }
             for range in ranges {
                 guard let from = range["from"].flatMap(numberOrString),
                     let value = range["value"].flatMap(numberOrString)
@@ -322,6 +332,11 @@ public final class SearchIndex: Sendable {
         guard !lists.isEmpty else {
             throw SearchError(
                 status: 400, message: "insidePolygon: expected lists of at least 3 lat,lng points")
+        }
+        guard lists.reduce(0, { $0 + $1.count }) <= 2 * SearchLimits.polygonPoints else {
+            throw SearchError(
+                status: 400, message: "insidePolygon: at most \(SearchLimits.polygonPoints) points per search"
+            )
         }
         return try lists.map { numbers throws(SearchError) in
             guard numbers.count >= 6, numbers.count % 2 == 0, numbers.allSatisfy(\.isFinite) else {
@@ -439,6 +454,7 @@ public final class SearchIndex: Sendable {
         }
         merged["cursor"] = nil
         var options = SearchOptions(params: merged, settings: data.settings.raw)
+        try SearchLimits.check(options)
         let filter = try compileFilters(options)
         let geo = try geoQuery(options)
         // Browse ignores plurals and advanced syntax (Algolia forces both off); stop words and optional
@@ -550,6 +566,7 @@ public final class SearchIndex: Sendable {
             )
         }
         var merged = Self.mergedParameters(params)
+        try SearchLimits.check(SearchOptions(params: merged, settings: data.settings.raw))
         let facetQuery = merged["facetQuery"]?.stringValue ?? ""
         let maxHits = max(1, min(100, intParam(merged["maxFacetHits"]) ?? 10))
         merged["facetQuery"] = nil

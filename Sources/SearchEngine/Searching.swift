@@ -4,20 +4,33 @@ import JSONCore
 /// hits (retrieved attributes, highlights, snippets, ranking info) and the response envelope.
 extension SearchIndex {
     /// Runs one search. `params` is the object form, optionally with a `params` string (merged here).
-    public func search(_ params: JSON) throws(SearchError) -> JSON {
+    /// When the hits would pass about `maxBytes` (their records plus what highlighting adds), the search
+    /// stops and throws ``SearchLimits/answerTooLarge(_:)``.
+    public func search(_ params: JSON, maxBytes: Int = .max) throws(SearchError) -> JSON {
         let start = ContinuousClock.now
         var outcome = try prepare(params)
         let context = outcome.context
-        outcome.response["hits"] = .array(
-            try outcome.pageDocs.map { doc throws(SearchError) in try hit(doc.asInt, context) })
+        var hits: [JSON] = []
+        hits.reserveCapacity(outcome.pageDocs.count)
+        var recordBytes = 0
+        for doc in outcome.pageDocs {
+            hits.append(try hit(doc.asInt, context))
+            recordBytes += data.recordBytes(doc.asInt).count
+            if recordBytes + context.highlighter.emitted > maxBytes {
+                data.recycle(outcome.match)
+                throw SearchLimits.answerTooLarge(maxBytes)
+            }
+        }
+        outcome.response["hits"] = .array(hits)
         data.recycle(outcome.match)
         return .object(finish(outcome, start: start))
     }
 
     /// The same answer as `search(params).serializedBytes()` (byte for byte, except
     /// `processingTimeMS`), built faster: hits are written straight from the stored record bytes.
-    /// This is what an HTTP layer should send.
-    public func searchSerialized(_ params: JSON) throws(SearchError) -> [UInt8] {
+    /// This is what an HTTP layer should send. When the hits pass `maxBytes`, the search stops and throws
+    /// ``SearchLimits/answerTooLarge(_:)``.
+    public func searchSerialized(_ params: JSON, maxBytes: Int = .max) throws(SearchError) -> [UInt8] {
         let start = ContinuousClock.now
         let outcome = try prepare(params)
         var hits: [UInt8] = []
@@ -26,6 +39,10 @@ extension SearchIndex {
         for (i, doc) in outcome.pageDocs.enumerated() {
             if i > 0 { hits.append(UInt8(ascii: ",")) }
             try writeHit(doc.asInt, outcome.context, to: &hits)
+            if hits.count > maxBytes {
+                data.recycle(outcome.match)
+                throw SearchLimits.answerTooLarge(maxBytes)
+            }
         }
         hits.append(UInt8(ascii: "]"))
         data.recycle(outcome.match)
@@ -70,8 +87,9 @@ extension SearchIndex {
     {
         var optional = CompiledFilter([], data: data)
         if let value = options.value("optionalFilters"), !value.isNull {
-            optional = CompiledFilter(
-                try parseArrayFilters(value, kind: .facet, name: "optionalFilters"), data: data)
+            let cnf = try parseArrayFilters(value, kind: .facet, name: "optionalFilters")
+            try SearchLimits.checkFilterCount(cnf.reduce(0) { $0 + $1.count })
+            optional = CompiledFilter(cnf, data: data)
         }
         let sumOr = options.bool("sumOrFiltersScores", default: false)
         let scored = filter.groups.contains { group in group.contains { $0.score != 1 } }
@@ -163,6 +181,7 @@ extension SearchIndex {
         let rules = applyRules(Self.mergedParameters(params))
         let merged = rules.params
         let options = SearchOptions(params: merged, settings: data.settings.raw)
+        try SearchLimits.check(options)
         let filter = try compileFilters(options)
         let scoring = try filterScoring(options, filter)
         let geo = try geoQuery(options)
