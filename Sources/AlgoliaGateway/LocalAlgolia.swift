@@ -84,9 +84,11 @@ public struct LocalAlgolia: Sendable {
                 for (k, v) in request.queryItems where params[k] == nil {
                     params[k] = JSON.typedParameter(name: k, value: v)
                 }
+                try SearchLimits.checkQuery(.object(params))
                 return ok(idx.index.searchSynonyms(params: .object(params)))
             case .ruleSearch(let name):
                 let idx = try authorized(name, credentials, route.acl)
+                try SearchLimits.checkQuery(body)
                 return ok(idx.index.searchRules(params: body))
             case .getRule(let name, let objectID):
                 let idx = try authorized(name, credentials, route.acl)

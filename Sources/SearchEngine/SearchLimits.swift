@@ -51,6 +51,12 @@ public enum SearchLimits {
         }
     }
 
+    /// Throws Algolia's error when the `query` of `params` (object form, `params` string merged) passes
+    /// ``queryBytes``: for the calls that search something else with it (synonyms, rules).
+    public static func checkQuery(_ params: JSON) throws(SearchError) {
+        try checkLength("query", SearchIndex.mergedParameters(params)["query"], limit: queryBytes)
+    }
+
     /// Throws when a search's filters hold more than ``filterConditions`` conditions.
     static func checkFilterCount(_ count: Int) throws(SearchError) {
         guard count <= filterConditions else {

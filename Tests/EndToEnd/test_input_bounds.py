@@ -82,6 +82,11 @@ def test_a_100000_character_query_is_a_400_and_the_gateway_lives(search_gateway)
         gw.url(f"/1/indexes/{INDEX}/browse"), data=json.dumps({"query": "x" * 100_000}), headers=HEADERS, timeout=30
     )
     assert algolia_400(r) == QUERY_ERROR
+    for what in ("synonyms", "rules"):
+        r = requests.post(
+            gw.url(f"/1/indexes/{INDEX}/{what}/search"), json={"query": "x" * 100_000}, headers=HEADERS, timeout=30
+        )
+        assert algolia_400(r) == QUERY_ERROR, what
     # 512 bytes is accepted.
     r = requests.post(url, data=json.dumps({"query": "a" * 512}), headers=HEADERS, timeout=30)
     assert r.status_code == 200, r.text[:300]

@@ -145,4 +145,14 @@ import Testing
         #expect(ids(try index.search(["query": "spam"], maxBytes: 4 << 20)).count == 20)
         #expect(try index.searchSerialized(["query": "spam"], maxBytes: 4 << 20).count < 4 << 20)
     }
+
+    @Test func synonymAndRuleSearchQueriesShareTheBound() throws {
+        let long: JSON = ["query": .string(String(repeating: "q", count: 513))]
+        #expect(throws: SearchError.self) { try SearchLimits.checkQuery(long) }
+        #expect(throws: SearchError.self) {
+            try SearchLimits.checkQuery(["params": .string("query=" + String(repeating: "q", count: 513))])
+        }
+        try SearchLimits.checkQuery(["query": .string(String(repeating: "q", count: 512))])
+        try SearchLimits.checkQuery([:])
+    }
 }
