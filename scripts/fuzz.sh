@@ -13,7 +13,8 @@
 # A crash, leak, timeout (> FUZZ_TIMEOUT s, default 10) or out-of-memory (> FUZZ_RSS_MB, default 2048) input
 # is written to .build-fuzz/artifacts/TARGET/ and the script exits non-zero; reproduce with
 #   .build-fuzz/debug/TARGET .build-fuzz/artifacts/TARGET/crash-...
-# then make it a regression test (Tests/Fuzz/README.md) and add it to Tests/Fuzz/corpus/TARGET/.
+# FUZZ_ARGS adds libFuzzer options (e.g. "-fork=1 -ignore_crashes=1" to go on past a known crash).
+# Then make each finding a regression test (Tests/Fuzz/README.md) and add it to Tests/Fuzz/corpus/TARGET/.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,7 +37,7 @@ build() { # targets...
   for t in "$@"; do
     log "building $t"
     # The gold linker warns about every ASan symbol it cannot export; the warnings say nothing.
-    MIRRORGATE_FUZZ=1 swift build --scratch-path "$SCRATCH" --product "$t" \
+    MIRRORGATE_FUZZ=1 swift build --quiet --scratch-path "$SCRATCH" --product "$t" \
       -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 \
       | grep -v "ld.gold: warning: Cannot export local symbol"
     [ "${PIPESTATUS[0]}" -eq 0 ] || { log "build of $t failed"; status=1; }
@@ -51,7 +52,7 @@ run() {
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$BIN/$t" \
     -dict="Tests/Fuzz/dict/$t.dict" -max_total_time="$seconds" -timeout="$TIMEOUT" -rss_limit_mb="$RSS_MB" \
     -malloc_limit_mb="$RSS_MB" -max_len=16384 -print_final_stats=1 \
-    -artifact_prefix="$SCRATCH/artifacts/$t/" "$work" "Tests/Fuzz/corpus/$t"
+    -artifact_prefix="$SCRATCH/artifacts/$t/" ${FUZZ_ARGS:-} "$work" "Tests/Fuzz/corpus/$t"
 }
 
 case ${1:-} in
@@ -82,8 +83,7 @@ case ${1:-} in
     for t in "${TARGETS[@]}"; do
       work=$(mktemp -d)
       log "$t: its corpus, then ${seconds}s of mutations"
-      run "$t" "$seconds" "$work" 2>&1 | grep -E "^#[0-9]+ +(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|==[0-9]+==" \
-        | grep -vE "^stat::(slowest_unit_time_sec|peak_rss_mb|new_units_added)"
+      run "$t" "$seconds" "$work" 2>&1 | grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::(number_of_executed_units|peak_rss_mb)|ERROR|SUMMARY|Test unit written|^Fuzz|Fatal error|deadly|ParseDictionaryFile"
       [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("$t")
       rm -rf "$work"
     done
