@@ -213,3 +213,30 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Fuzzing (issue 23): libFuzzer executables, declared only when MIRRORGATE_FUZZ=1 so that the normal build and
+// tests never see them. Built by scripts/fuzz.sh with its own scratch path (.build-fuzz) and
+// `-sanitize=fuzzer,address`; each target exports LLVMFuzzerTestOneInput and drives one parser surface.
+// See Tests/Fuzz/README.md.
+if Context.environment["MIRRORGATE_FUZZ"] == "1" {
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FuzzHTTP", ["HTTPCore", "HTTPServer"]),
+        ("FuzzJSON", ["JSONCore"]),
+        ("FuzzAlgolia", ["AlgoliaGateway", "SearchEngine", "JSONCore", "Storage", "HTTPCore"]),
+        ("FuzzODataQuery", ["ODataCore", "JSONCore"]),
+        ("FuzzODataBatch", ["ODataGateway", "ODataCore", "JSONCore", "HTTPCore"]),
+        ("FuzzODataXML", ["ODataGateway", "ODataCore", "JSONCore"]),
+        ("FuzzODataPayload", ["ODataCore", "JSONCore"]),
+        ("FuzzConfig", ["GatewayConfig"]),
+    ]
+    package.targets.append(.target(name: "CFuzzDriver", path: "Tests/Fuzz/Targets/CFuzzDriver"))
+    package.targets.append(
+        .target(name: "FuzzSupport", path: "Tests/Fuzz/Targets/FuzzSupport", swiftSettings: strict))
+    for fuzz in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: fuzz.name, dependencies: ["CFuzzDriver", "FuzzSupport"] + fuzz.dependencies,
+                path: "Tests/Fuzz/Targets/\(fuzz.name)",
+                swiftSettings: strict))
+    }
+}

@@ -77,6 +77,17 @@ case $version in
   *) log "Swift ${version:-?} found: Mirrorgate needs Swift 6.3 or later (https://www.swift.org/install/)"; exit 1 ;;
 esac
 
+# The fuzz targets (scripts/fuzz.sh, run by scripts/test.sh) link libFuzzer and AddressSanitizer from the
+# toolchain's compiler-rt: Swift's Linux toolchains ship both.
+if [[ " ${PACKAGES[*]} " == *" python3-venv "* ]]; then
+  swift_dir=$(dirname "$(command -v swift)")
+  if ! compgen -G "$swift_dir/../lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null \
+    && ! compgen -G "$swift_dir/../lib/swift/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
+    log "this Swift toolchain has no libFuzzer runtime (libclang_rt.fuzzer): use a swift.org Linux toolchain"
+    exit 1
+  fi
+fi
+
 if [ "${MIRRORGATE_SKIP_BUILD:-0}" != 1 ]; then
   log "building: swift build -c release --product mirrorgate (a first build takes 10-15 minutes on 2 cores)"
   swift build -c release --product mirrorgate

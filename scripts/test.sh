@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The one test command: release build, unit tests, format lint, install check, end-to-end tests against the
-# binary. On 2 cores a full run took 754 s from a fresh clone (longer when other builds share the
-# cores); later runs rebuild only what changed.
+# The one test command: release build, unit tests, a short run of every fuzz target, format lint, install
+# check, end-to-end tests against the binary. On 2 cores a full run took 754 s from a fresh clone before the
+# fuzz step (longer when other builds share the cores); later runs rebuild only what changed.
 #   bash scripts/test.sh
 # Env: MIRRORGATE_BIN (default <scratch>/release/mirrorgate), PYTEST_ARGS (extra pytest arguments),
-#      E2E_VENV (default .e2e-venv), MIRRORGATE_SCRATCH_PATH (swift --scratch-path; default .build). Exits non-zero if any step fails; every step runs regardless,
-#      so one run shows every failure.
+#      E2E_VENV (default .e2e-venv), MIRRORGATE_SCRATCH_PATH (swift --scratch-path; default .build),
+#      MIRRORGATE_FUZZ_SECONDS (mutation time per fuzz target after its corpus; default 20).
+#      Exits non-zero if any step fails; every step runs regardless, so one run shows every failure.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,6 +40,12 @@ record "release build" $build_status
 log "swift test ${SWIFT_OPTS[*]}"
 swift test "${SWIFT_OPTS[@]}"
 record "swift test (unit tests)" $?
+
+# 2b. Fuzzing: every libFuzzer target (scripts/fuzz.sh, Tests/Fuzz/README.md) built in its own scratch path
+#     (.build-fuzz) and run over its whole corpus, then MIRRORGATE_FUZZ_SECONDS (default 20) of mutations.
+log "scripts/fuzz.sh --smoke ${MIRRORGATE_FUZZ_SECONDS:-20}"
+bash scripts/fuzz.sh --smoke "${MIRRORGATE_FUZZ_SECONDS:-20}"
+record "fuzz targets (corpus + ${MIRRORGATE_FUZZ_SECONDS:-20}s each)" $?
 
 # 3. Formatting.
 LINT_PATHS=(Sources Tests Package.swift)

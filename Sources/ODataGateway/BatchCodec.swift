@@ -46,6 +46,11 @@ enum ODataBatchCodec {
         case malformed(String)
     }
 
+    /// Most requests in one `$batch` (changeset members included); more is refused as malformed (400)
+    /// before any is answered.
+    static let maxRequests = 1000
+    static let tooManyRequests = Failure.malformed("a $batch holds at most \(maxRequests) requests")
+
     /// The boundary parameter of a multipart content type.
     static func boundary(_ contentType: String) -> String? {
         for part in contentType.split(separator: ";") {
@@ -98,6 +103,7 @@ enum ODataBatchCodec {
             throw .malformed("the body is not valid UTF-8")
         }
         var items: [BatchItem] = []
+        var count = 0
         for part in parts(body, boundary: b) {
             let (head, inner) = splitPart(part)
             let mime = headerMap(head)
@@ -108,6 +114,8 @@ enum ODataBatchCodec {
                 }
                 var requests: [BatchPart] = []
                 for p in parts(Array(inner.utf8), boundary: cb) {
+                    count += 1
+                    guard count <= maxRequests else { throw tooManyRequests }
                     let (h, r) = splitPart(p)
                     let request = try httpRequest(r, mime: headerMap(h))
                     if request.method == "GET" { throw .malformed("a changeset may not contain a GET") }
@@ -115,6 +123,8 @@ enum ODataBatchCodec {
                 }
                 items.append(.changeset(requests, group: nil))
             } else {
+                count += 1
+                guard count <= maxRequests else { throw tooManyRequests }
                 items.append(.single(try httpRequest(inner, mime: mime)))
             }
         }
@@ -161,6 +171,7 @@ enum ODataBatchCodec {
         guard let json = try? RawJSON.parse(body), let requests = json["requests"]?.elements else {
             throw .malformed("a JSON batch needs a \"requests\" array")
         }
+        guard requests.count <= maxRequests else { throw tooManyRequests }
         var items: [BatchItem] = []
         var seenGroups = Set<String>()
         for r in requests {
