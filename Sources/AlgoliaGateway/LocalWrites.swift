@@ -361,11 +361,13 @@ struct LocalWrites: Sendable {
             guard let paths, Self.isQueueable(route) else { return false }
             mirror.touch()
             let writes = self
-            paths.forward(request, out, mirrored: [index], tag: false, onUnavailable: nil) {
-                writes.logger.notice(
-                    "write not sent to the upstream: queued", metadata: ["index": "\(index)"])
-                writes.enqueue(route, request, out, mirror: mirror, queue: queue)
-            }
+            paths.forward(
+                request, out, mirrored: [index], tag: false, onUnavailable: nil,
+                onNotSent: {
+                    writes.logger.notice(
+                        "write not sent to the upstream: queued", metadata: ["index": "\(index)"])
+                    writes.enqueue(route, request, out, mirror: mirror, queue: queue)
+                })
             return true
         }
         enqueue(route, request, out, mirror: mirror, queue: queue)
