@@ -107,6 +107,8 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
         var index = 0
         var lastProblem = "no Algolia host configured"
         var sawAnswer = false
+        /// Some try may have reached a host (bytes written, no complete answer).
+        var inDoubt = false
         let hooks: ForwardHooks
 
         init(
@@ -171,6 +173,7 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
                     self.forwarder.reachability.reportSuccess()
                     self.hooks.onRelayed?(status)
                 case .brokenAfterStart(let error):
+                    self.inDoubt = true
                     self.forwarder.logger.warning(
                         "algolia host broke mid-response",
                         metadata: ["host": "\(host.url)", "error": "\(error)"])
@@ -180,6 +183,7 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
                     self.next()
                 case .failed(let error):
                     if error.kind == .cancelled { return }
+                    if error.delivery == .inDoubt { self.inDoubt = true }
                     self.lastProblem = "host \(host.url): \(error)"
                     self.next()
                 }
@@ -191,13 +195,19 @@ public final class AlgoliaForwarder: AlgoliaUpstream {
             if !sawAnswer && !hosts.isEmpty {
                 forwarder.reachability.reportFailure(lastProblem)
             }
+            if !sawAnswer && !inDoubt, let notSent = hooks.onNotSent {
+                notSent()
+                return
+            }
             if let fallback = hooks.onUnavailable {
                 fallback()
                 return
             }
-            responder.respond(
-                AlgoliaError.response(
-                    forwarder.settings.unavailableStatus, "upstream unavailable: \(lastProblem)"))
+            var message = "upstream unavailable: \(lastProblem)"
+            if inDoubt && !AlgoliaForwarder.isRead(method: request.method, path: request.path) {
+                message += " (the request may have reached the upstream: its outcome is unknown)"
+            }
+            responder.respond(AlgoliaError.response(forwarder.settings.unavailableStatus, message))
         }
     }
 }

@@ -160,8 +160,7 @@ public final class AlgoliaService: Sendable {
                 }
                 writes = LocalWrites(
                     writer: writer, queue: queue, configuration: configuration, upstream: upstream,
-                    keys: keys,
-                    logger: logger)
+                    keys: keys, logger: logger, paths: paths)
             } catch {
                 throw AlgoliaSetupError(description: "cannot prepare the local write tables: \(error)")
             }

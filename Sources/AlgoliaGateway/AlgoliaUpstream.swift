@@ -7,7 +7,8 @@ import Upstream
 /// Promises of a conforming type: `forward` never blocks its caller; it answers through the responder
 /// exactly once (a relayed answer, or `unavailableStatus` in Algolia's format) unless
 /// ``ForwardHooks/onUnavailable`` is set, in which case that hook is called instead of the unavailable
-/// answer (no host answered, every host answered a 5xx, or — with the hook set — a 429).
+/// answer (no host answered, every host answered a 5xx, or — with the hook set — a 429), or
+/// ``ForwardHooks/onNotSent`` is set and no byte of the request reached any host.
 public protocol AlgoliaUpstream: Sendable {
     /// Whether the upstream is believed to answer; strategies answer locally at once when it is not.
     var reachability: ReachabilityTracker { get }
@@ -29,6 +30,11 @@ public struct ForwardHooks: Sendable {
     /// Called instead of answering `unavailableStatus` when no host answers or all answered 5xx (and, when
     /// set, on a 429: with a local fallback a rate limit is a transient failure).
     public var onUnavailable: (@Sendable () -> Void)?
+    /// Called instead of ``onUnavailable`` (or the unavailable answer) when the request certainly did not
+    /// reach the upstream: no host answered and every try failed before writing any of it (connection
+    /// refused, host name not resolved, connect or TLS failure or timeout: ``UpstreamError/Delivery``).
+    /// A request that may have reached a host (sent, then no answer) never gets here.
+    public var onNotSent: (@Sendable () -> Void)?
     /// Polled while a transfer runs: true cancels it and stops trying hosts.
     public var isCancelled: (@Sendable () -> Bool)?
     /// Hold the answer until it is complete (up to ``AlgoliaForwarder/wholeAnswerLimit``), never stream

@@ -41,17 +41,34 @@ struct IndexListing: Sendable {
         paths.forward(request, capture, mirrored: [], tag: false) { out.respond(listing.local(request)) }
     }
 
-    /// The local list.
+    /// The local list; `403` (as for every local read) for a key that may read no local index, which the
+    /// upstream would refuse too (the configured sync key is always known).
     func local(_ request: HTTPRequest) -> HTTPResponse {
         var names = catalog.offline.names
         for (name, mirror) in catalog.mirrors.sorted(by: { $0.key < $1.key }) {
             names.append(name)
             names += mirror.replicaNames
         }
-        let answer: JSON = ["items": .array(items(names, request)), "nbPages": 1]
-        var response = HTTPResponse.json(200, answer.serialized())
+        var response: HTTPResponse
+        if isKnown(AlgoliaCredentials(request), names) {
+            let answer: JSON = ["items": .array(items(names, request)), "nbPages": 1]
+            response = HTTPResponse.json(200, answer.serialized())
+        } else {
+            response = AlgoliaError.response(403, "Invalid Application-ID or API key")
+        }
         response.headers.set(MirrorgateHeader.origin, "local")
         return response
+    }
+
+    /// Whether `credentials` carry an application ID and a key that may read one of the local indices
+    /// `names` (whether or not it holds data), or the configured sync key.
+    private func isKnown(_ credentials: AlgoliaCredentials, _ names: [String]) -> Bool {
+        let access = paths.local.access
+        guard let key = credentials.apiKey, !key.isEmpty, let appId = credentials.appId else { return false }
+        if key == access.syncKey && appId == access.appId { return true }
+        return names.contains { name in
+            catalog.lookup(name).map { access.admits(credentials, to: name, $0.access) } ?? false
+        }
     }
 
     /// The items of the indices in `names` that the request's key may read and that have local data.

@@ -228,7 +228,12 @@ public struct LocalAlgolia: Sendable {
             params["type"] = nil
             let result: JSON
             if enough {
-                result = ["index": .string(name), "processed": false, "hits": [], "nbHits": 0]
+                // A query `stopIfEnoughMatches` skipped, shaped as Algolia's (and its Offline SDK's).
+                result = [
+                    "hits": [], "page": 0, "nbHits": 0, "nbPages": 0, "hitsPerPage": 0, "processingTimeMS": 1,
+                    "params": .string(JSON.echoedParameters(.object(params))), "index": .string(name),
+                    "processed": false,
+                ]
             } else if item["type"]?.stringValue == "facet", let facet = item["facet"]?.stringValue {
                 params["facet"] = nil
                 result = try idx.index.searchForFacetValues(

@@ -22,6 +22,8 @@ struct LocalWrites: Sendable {
     let upstream: (any AlgoliaUpstream)?
     let keys: KeyMemory
     let logger: Logger
+    /// Forwards the writes of mirrored indices that may be queued (nil: they are left to the caller).
+    var paths: AnswerPaths?
 
     var registry: OfflineIndexRegistry { writer.registry }
 
@@ -341,8 +343,12 @@ struct LocalWrites: Sendable {
 
     // MARK: - Mirrored indices
 
-    /// A write to a mirrored index with `offlineWrites: queue`: forwarded (false) while the upstream is
-    /// believed reachable and nothing of this index waits; else applied to the mirror and queued.
+    /// A write to a mirrored index with `offlineWrites: queue`. While the upstream is believed reachable
+    /// and nothing of this index waits, it is forwarded; if it then certainly did not reach the upstream
+    /// (connection refused, name not resolved, connect timeout: `onNotSent`), it is queued as below,
+    /// whatever the tracker said when it came. A forwarded write that may have reached the upstream (sent,
+    /// then no answer) gets `unavailableStatus` and is not queued. Otherwise it is applied to the mirror and
+    /// queued at once.
     private func queuedWrite(
         _ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, mirror: MirroredIndex
     )
@@ -351,16 +357,45 @@ struct LocalWrites: Sendable {
         guard let queue else { return false }
         let index = mirror.settings.name
         let reachable = upstream?.reachability.isReachable ?? false
-        guard !reachable || queue.hasPending(index) else { return false }
-        let unavailable = configuration.algolia.unavailableStatus
-        func refuse(_ message: String) -> Bool {
-            out.respond(local(AlgoliaError.response(unavailable, "upstream unavailable: \(message)")))
+        if reachable && !queue.hasPending(index) {
+            guard let paths, Self.isQueueable(route) else { return false }
+            mirror.touch()
+            let writes = self
+            paths.forward(
+                request, out, mirrored: [index], tag: false, onUnavailable: nil,
+                onNotSent: {
+                    writes.logger.notice(
+                        "write not sent to the upstream: queued", metadata: ["index": "\(index)"])
+                    writes.enqueue(route, request, out, mirror: mirror, queue: queue)
+                })
             return true
         }
+        enqueue(route, request, out, mirror: mirror, queue: queue)
+        return true
+    }
+
+    /// Whether a write of `route` to a mirrored index can be queued (deleting, copying or moving the
+    /// index cannot).
+    static func isQueueable(_ route: WriteRoute) -> Bool {
         switch route {
-        case .deleteIndex, .operation:
+        case .deleteIndex, .operation: false
+        default: true
+        }
+    }
+
+    /// Applies a write to the mirror and queues it, answering through `out` (or refuses it with
+    /// `unavailableStatus` when it cannot be queued).
+    private func enqueue(
+        _ route: WriteRoute, _ request: HTTPRequest, _ out: any Responder, mirror: MirroredIndex,
+        queue: WriteQueue
+    ) {
+        let index = mirror.settings.name
+        let unavailable = configuration.algolia.unavailableStatus
+        func refuse(_ message: String) {
+            out.respond(local(AlgoliaError.response(unavailable, "upstream unavailable: \(message)")))
+        }
+        guard Self.isQueueable(route) else {
             return refuse("deleting, copying or moving the mirrored index \(index) cannot be queued")
-        default: break
         }
         let credentials = AlgoliaCredentials(request)
         guard let appId = configuration.algolia.appId, credentials.appId == appId,
@@ -403,7 +438,6 @@ struct LocalWrites: Sendable {
             }
             out.respond(Self.local(response))
         }
-        return true
     }
 
     /// The request's path and query without credentials (they are stored apart and sent as headers).

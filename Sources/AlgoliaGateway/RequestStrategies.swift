@@ -30,12 +30,15 @@ struct AnswerPaths: Sendable {
 
     /// Forwards `request`. For mirrored indices the answer is marked remote and a 2xx remembers the
     /// caller's key for them; `tag` puts `"origin":"remote"` in the envelope; `onUnavailable` replaces the
-    /// unavailable answer (also without any upstream).
+    /// unavailable answer (also without any upstream); `onNotSent` replaces it when the request certainly
+    /// reached no host (also without any upstream).
     func forward(
         _ request: HTTPRequest, _ out: any Responder, mirrored: [String], tag: Bool,
-        isCancelled: (@Sendable () -> Bool)? = nil, onUnavailable: (@Sendable () -> Void)?
+        isCancelled: (@Sendable () -> Bool)? = nil, onUnavailable: (@Sendable () -> Void)?,
+        onNotSent: (@Sendable () -> Void)? = nil
     ) {
         guard let upstream else {
+            if let onNotSent { return onNotSent() }
             if let onUnavailable { return onUnavailable() }
             out.respond(
                 AlgoliaError.response(
@@ -48,6 +51,7 @@ struct AnswerPaths: Sendable {
         hooks.tagBody = tag
         hooks.tagResults = tag && request.path.hasSuffix("/queries")
         hooks.onUnavailable = onUnavailable
+        hooks.onNotSent = onNotSent
         hooks.isCancelled = isCancelled
         // A mirrored index's answer (or one with a local fallback) is never relayed in part.
         hooks.wholeAnswer = !mirrored.isEmpty || onUnavailable != nil

@@ -105,6 +105,30 @@ public enum FormCodec {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `text` as one name or value of an `application/x-www-form-urlencoded` string (the WHATWG URL
+    /// standard's serializer, which Algolia's `params` echo follows): ASCII letters, digits and `*-._`
+    /// kept, a space as `+`, every other byte of its UTF-8 as `%XX` with upper-case hex
+    /// (`editor:'visual studio'` → `editor%3A%27visual+studio%27`).
+    public static func formComponent(_ text: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count + 8)
+        for byte in text.utf8 {
+            switch byte {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "*"), UInt8(ascii: "-"),
+                UInt8(ascii: "."),
+                UInt8(ascii: "_"):
+                out.append(byte)
+            case UInt8(ascii: " "):
+                out.append(UInt8(ascii: "+"))
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Encodes ordered pairs as a form string (`a=b&c=d`), names and values with ``Keep/unreserved``.
     public static func encode(_ pairs: some Sequence<(String, String)>) -> String {
         pairs.map { percentEncode($0.0) + "=" + percentEncode($0.1) }.joined(separator: "&")

@@ -130,15 +130,29 @@ extension JSON {
         return object
     }
 
-    /// Encodes an object as a form string (the `params` echo in search responses): strings as is, other
-    /// values as compact JSON, each percent-encoded.
+    /// Encodes an object as an `application/x-www-form-urlencoded` string, keys in order (the `params`
+    /// echo in search responses, as Algolia writes it): strings as is, other values as compact JSON, each
+    /// encoded by ``FormCodec/formComponent(_:)`` (a space is `+`).
     public static func formEncode(_ object: JSONObject) -> String {
         var parts: [String] = []
         for (key, value) in object {
             let text: String
             if case .string(let string) = value { text = string } else { text = value.serialized() }
-            parts.append(FormCodec.percentEncode(key) + "=" + FormCodec.percentEncode(text))
+            parts.append(FormCodec.formComponent(key) + "=" + FormCodec.formComponent(text))
         }
         return parts.joined(separator: "&")
+    }
+
+    /// A search request's parameters as Algolia echoes them in the answer's `params`: a `params` string as
+    /// it was sent (the request's other keys, if any, appended with ``formEncode(_:)``), else the keys
+    /// sent, in order, with ``formEncode(_:)``; `""` when none was sent. A `cursor` is left out.
+    public static func echoedParameters(_ params: JSON) -> String {
+        guard case .object(var object) = params else { return "" }
+        object["cursor"] = nil
+        guard let text = object["params"]?.stringValue else { return formEncode(object) }
+        object["params"] = nil
+        if object.isEmpty { return text }
+        let rest = formEncode(object)
+        return text.isEmpty ? rest : text + "&" + rest
     }
 }

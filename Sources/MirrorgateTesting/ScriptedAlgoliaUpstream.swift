@@ -7,7 +7,8 @@ import Upstream
 /// A fake Algolia upstream for the request strategies' unit tests: each forwarded request gets the
 /// outcome the script gives it, with the hooks applied as ``AlgoliaForwarder`` applies them (origin
 /// header, `"origin":"remote"` in a 2xx envelope, per-result tags of multi-queries, `onRelayed`, a 5xx,
-/// a 429 with a fallback, or a network error turned into `onUnavailable` or the unavailable answer).
+/// a 429 with a fallback, or a network error turned into `onUnavailable` or the unavailable answer, and a
+/// request that reached no host into `onNotSent`).
 /// Nothing leaves the process.
 public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
     /// What the upstream does with one request.
@@ -18,8 +19,12 @@ public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
         case serverError(Int)
         /// A host answers 429 (a transient failure when the strategy has a fallback, else relayed).
         case rateLimited
-        /// No host answers (connection refused, reset): the upstream is then known to be down.
+        /// No host answers, and the request may have reached one (a connection reset after it was
+        /// sent): the upstream is then known to be down.
         case networkError
+        /// No host could be reached and nothing of the request was sent (connection refused): the
+        /// upstream is then known to be down; `onNotSent` is called when set.
+        case notSent
         /// No answer ever comes (the strategy's timer decides).
         case silent
         /// The outcome comes when the test opens `gate` (at once if it is open), unless the caller
@@ -113,6 +118,10 @@ public final class ScriptedAlgoliaUpstream: AlgoliaUpstream {
         case .networkError:
             reachability.reportFailure("scripted: network error")
             unavailable("network error", responder, hooks)
+        case .notSent:
+            reachability.reportFailure("scripted: connection refused")
+            if let notSent = hooks.onNotSent { return notSent() }
+            unavailable("connection refused", responder, hooks)
         case .silent:
             break
         case .held(let gate, let next):

@@ -7,7 +7,8 @@ public struct ScheduleRecord: Sendable, Equatable {
     public enum Resume: String, Sendable {
         /// The last run ended (completed or failed): nothing to resume beyond the run's own checkpoint.
         case none
-        /// The last run stopped at its budget: the next scheduled run continues where it stopped.
+        /// The last run stopped at its budget: the next scheduled run (after the interval, even for a first
+        /// sync or pending work) continues where it stopped.
         case budget
         /// The last run was interrupted (paused, stopped, killed): it continues as soon as allowed.
         case now
@@ -130,6 +131,11 @@ public enum SchedulePlanner {
         if record.failures > 0, let retryAt = record.retryAt {
             due = retryAt
             reason = .backoff
+        } else if record.resume == .budget, let base = record.lastEnd {
+            // The last run used its budget: the next continues at the next scheduled time, whatever waits
+            // (a first sync, pending work, a wake-up) — the budget is what the platform grants per run.
+            let interval = policy.interval(inUse: facts.inUse, cap: facts.activeIntervalCap)
+            due = base.addingTimeInterval(interval.seconds + record.jitter)
         } else if record.resume == .now || facts.urgency == .required || facts.requested
             || (facts.woken && facts.urgency == .pending)
         {

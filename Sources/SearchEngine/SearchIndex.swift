@@ -486,7 +486,8 @@ public final class SearchIndex: Sendable {
         response["exhaustiveNbHits"] = true
         response["exhaustive"] = ["nbHits": true]
         response["query"] = .string(options.query)
-        response["params"] = .string(JSON.formEncode(merged))
+        let echo = (cursorText ?? "").isEmpty ? JSON.echoedParameters(params) : JSON.formEncode(merged)
+        response["params"] = .string(echo)
         let ignored = ignoredSettings + ignoredParameters(.object(merged))
         if !ignored.isEmpty {
             response["message"] = .string(

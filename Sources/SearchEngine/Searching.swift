@@ -320,7 +320,9 @@ extension SearchIndex {
         if !facetNames.isEmpty {
             response["exhaustiveFacetsCount"] = true
         }
-        response["exhaustive"] = ["nbHits": true, "typo": true, "facetsCount": true]
+        response["exhaustive"] =
+            facetNames.isEmpty
+            ? ["nbHits": true, "typo": true] : ["nbHits": true, "typo": true, "facetsCount": true]
         if !facetNames.isEmpty {
             let (facets, stats) = try facetCounts(facetNames, result.candidates, options)
             response["facets"] = .object(facets)
@@ -331,9 +333,9 @@ extension SearchIndex {
         }
         response["query"] = .string(options.query)
         if let afterRemoval { response["queryAfterRemoval"] = .string(afterRemoval) }
-        if let rendering = rules.renderingContent ?? options.value("renderingContent"), !rendering.isNull {
-            response["renderingContent"] = rendering
-        }
+        // Algolia answers `{}` when there is nothing to render.
+        let rendering = rules.renderingContent ?? options.value("renderingContent")
+        response["renderingContent"] = rendering.flatMap { $0.isNull ? nil : $0 } ?? .object(JSONObject())
         if !rules.userData.isEmpty { response["userData"] = .array(rules.userData) }
         if !rules.applied.isEmpty {
             response["appliedRules"] = .array(rules.applied.map { ["objectID": .string($0)] })
@@ -347,9 +349,7 @@ extension SearchIndex {
             response["message"] = .string(
                 "Answered locally by Mirrorgate; not applied: " + ignored.joined(separator: "; "))
         }
-        var echo = merged
-        echo["cursor"] = nil
-        response["params"] = .string(JSON.formEncode(echo))
+        response["params"] = .string(JSON.echoedParameters(params))
         response["index"] = .string(name)
         return Prepared(
             response: response, pageDocs: pageDocs, context: context, match: result, options: options)

@@ -99,6 +99,30 @@ public struct UpstreamError: Error, CustomStringConvertible, Sendable {
     /// the answer alike). A modification failing so is in doubt; one failing otherwise was never sent.
     public var outcomeUnknown: Bool { requestWritten }
 
+    /// Whether the request reached the upstream, as far as the failure tells.
+    public enum Delivery: String, Sendable {
+        /// Certainly not sent: the transfer failed before any byte of the request was written, for a
+        /// reason that comes before a request can be written at all (the connection was refused, the host
+        /// name did not resolve, the connect or the TLS handshake failed or ran out of time). The upstream
+        /// cannot have acted on it.
+        case notSent
+        /// Maybe sent: some of it was written, or the failure does not say (a lost connection, no answer,
+        /// a timeout after the connect, garbage in the answer). The upstream may have acted on it.
+        case inDoubt
+    }
+
+    /// Whether the request reached the upstream: ``Delivery/notSent`` only for a refused connection, a
+    /// name that did not resolve, a failed TLS handshake or a timeout before the connect, with no request
+    /// byte written; anything else is ``Delivery/inDoubt``.
+    public var delivery: Delivery {
+        if requestWritten { return .inDoubt }
+        switch kind {
+        case .refused, .dns, .tls: return .notSent
+        case .timeout where !connected: return .notSent
+        default: return .inDoubt
+        }
+    }
+
     public var description: String {
         "\(kind.rawValue): \(message)"
     }
@@ -201,13 +225,14 @@ public final class UpstreamClient: Sendable {
             requestWritten: sent.requestWritten)
     }
 
-    /// How far the transfer on `handle` got: connected, and request bytes written.
+    /// How far the transfer on `handle` got: connected, and request bytes written. Bytes counted are
+    /// written whatever the connect time says (a reused connection may report a connect time of 0).
     static func progress(_ handle: UnsafeMutableRawPointer) -> (connected: Bool, requestWritten: Bool) {
         var connectTime = 0.0
         mg_curl_getinfo_double(handle, CURLINFO_CONNECT_TIME, &connectTime)
         var requestSize = 0
         mg_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize)
-        return (connectTime > 0, connectTime > 0 && requestSize > 0)
+        return (connectTime > 0 || requestSize > 0, requestSize > 0)
     }
 
     static func mapError(

@@ -183,6 +183,61 @@ import Upstream
     }
 }
 
+extension LocalWritesTests {
+    /// A service whose mirrored `products` queues writes, over `upstream` (believed reachable), the client's
+    /// key accepted before.
+    func queueingService(_ upstream: ScriptedAlgoliaUpstream, in dir: TemporaryDirectory) throws
+        -> AlgoliaService
+    {
+        var configuration = try AlgoliaFixtures.configuration(in: dir)
+        configuration.algolia.indices["products"]?.offlineWrites = .queue
+        let service = try AlgoliaService(
+            configuration: configuration, upstream: upstream, fetcher: nil,
+            store: IndexStore(directory: dir.path),
+            state: nil, pool: AlgoliaFixtures.pool, events: { _, _ in }, replay: ScriptedReplay())
+        service.keys.accept(appId: AlgoliaFixtures.appId, index: "products", key: AlgoliaFixtures.clientKey)
+        return service
+    }
+
+    @Test func aWriteThatReachedNoHostIsQueuedWhateverTheTrackerSaid() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let upstream = ScriptedAlgoliaUpstream(always: .notSent)
+        let service = try queueingService(upstream, in: dir)
+        #expect(upstream.reachability.isReachable)
+        let batch: JSON = [
+            "requests": [["action": "addObject", "body": ["objectID": "q1", "name": "queued phone"]]]
+        ]
+        let first = try call(service, "POST", "/1/indexes/products/batch", batch)
+        #expect(first.status == 200)
+        #expect((first.json["taskID"]?.intValue ?? 0) >= 1 << 52)
+        #expect(upstream.requests.count == 1)  // it was forwarded first
+        #expect(service.failedWrites("products")?["pending"]?.intValue == 1)
+        let found = try call(
+            service, "POST", "/1/indexes/products/query", ["query": "queued"], key: AlgoliaFixtures.syncKey)
+        #expect(ids(found.json) == ["q1"])
+        // A key the upstream never accepted: not queued, even though nothing was sent.
+        upstream.markUp()
+        let stranger = try call(service, "POST", "/1/indexes/products/batch", batch, key: "stranger")
+        #expect(stranger.status == 424)
+    }
+
+    @Test func aWriteThatMayHaveReachedTheUpstreamIsNotQueued() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let upstream = ScriptedAlgoliaUpstream(always: .networkError)
+        let service = try queueingService(upstream, in: dir)
+        let answer = try call(
+            service, "POST", "/1/indexes/products/batch",
+            ["requests": [["action": "addObject", "body": ["objectID": "d1", "name": "doubtful phone"]]]])
+        #expect(answer.status == 424)
+        #expect(service.failedWrites("products")?["pending"]?.intValue == 0)
+        let found = try call(
+            service, "POST", "/1/indexes/products/query", ["query": "doubtful"], key: AlgoliaFixtures.syncKey)
+        #expect(ids(found.json).isEmpty)
+    }
+}
+
 /// A replay transport that records what it is sent and answers from a list (then 503).
 final class ScriptedReplay: WriteReplayTransport {
     struct Sent: Sendable {

@@ -12,6 +12,7 @@ import http.client
 import json
 
 import pytest
+from algoliasearch.http.exceptions import RequestException
 from conftest import API_KEY, APP_ID
 from harness import request
 from test_mirrored import client_for, mirrored_config, read_chunks, secured_key, sync
@@ -219,6 +220,24 @@ def test_list_indices_merges_offline_indices_and_lists_locally_when_the_upstream
     assert set(items) == {"notes", "products"}
     assert items["products"]["entries"] == len(PHONES) and items["notes"]["entries"] == len(NOTES)
     assert offline["nbPages"] == 1
+
+
+def test_list_indices_answered_locally_refuses_a_key_the_upstream_never_accepted(gateway_factory, upstream, tmp_path):
+    """Issue 25: with the upstream down, `GET /1/indexes` is listed locally; a key the upstream never accepted
+    gets 403 (as every local read with an unknown key), not an empty list; a key it accepted (here the
+    gateway's own, which synced the mirror; and one a forwarded answer accepted) lists the mirror."""
+    gw = gateway_factory(mirrored_config(upstream.url))
+    sync(gw)
+    accepted = client_for(gw, "accepted-key")
+    accepted.search_single_index("products", {"query": "nokia"})  # forwarded: the upstream accepts the key
+    upstream.stop()
+    with pytest.raises(RequestException) as refused:
+        client_for(gw, "never-accepted-key").list_indices()
+    assert refused.value.status_code == 403 and "Invalid Application-ID or API key" in str(refused.value)
+    for c in (client_for(gw), accepted):
+        listed = c.list_indices_with_http_info()
+        assert listed.status_code == 200 and listed.headers.get("x-mirrorgate-origin") == "local"
+        assert [i["name"] for i in json.loads(listed.raw_data)["items"]] == ["products"]
 
 
 def test_a_multi_query_over_mirrored_and_offline_indices_is_answered_per_part_while_up(

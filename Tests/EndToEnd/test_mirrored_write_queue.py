@@ -209,3 +209,74 @@ def test_reject_is_the_default(gateway_factory, tmp_path):
     assert "w1" not in local_ids(gw)
     st, _, _ = request("GET", gw.url("/_mirrorgate/algolia/indices/nope/failedWrites"))
     assert st == 404
+
+
+def test_the_first_write_after_the_upstream_stops_is_queued_when_it_was_not_sent(gateway_factory, tmp_path):
+    """Issue 25: the upstream stops just before the write (its port refuses connections) and nothing has told
+    the gateway yet (no read, no wait for the reachability probe): the official client's `batch` is queued and
+    acknowledged like any offline write, because nothing of it reached the upstream."""
+    up = FakeAlgolia(browse_page_size=4).start()
+    up.seed("products", PRODUCTS, SETTINGS)
+    cfg = config(up.url, str(tmp_path / "data"))
+    gw = gateway_factory(cfg)
+    sync(gw)
+    writer = client_for(gw, WRITER)
+    writer.save_objects("products", [{"objectID": "w0", "name": "online phone", "brand": "Acme"}], wait_for_tasks=True)
+    assert status_reachable(gw) is True
+    port, data = up.port, copy.deepcopy(up.indices)
+    up.stop()
+
+    answer = writer.batch_with_http_info(
+        "products", {"requests": [{"action": "addObject", "body": {"objectID": "first", "name": "first offline phone"}}]}
+    )
+    assert answer.status_code == 200, answer.raw_data
+    assert answer.headers.get("x-mirrorgate-origin") == "local"
+    body = json.loads(answer.raw_data)
+    assert body["objectIDs"] == ["first"] and body["taskID"] >= 2**52
+    assert writer.get_task("products", body["taskID"]).status == "notPublished"
+    assert "first" in local_ids(gw)
+    assert queue_state(gw)["pending"] == 1
+    assert status_reachable(gw) is False  # the refused connection told the tracker
+
+    # The upstream comes back: the write arrives there once.
+    up2 = FakeAlgolia(port=port, browse_page_size=4)
+    up2.indices = data
+    up2.start()
+    try:
+        assert wait_for(lambda: queue_state(gw)["pending"] == 0), queue_state(gw)
+        assert "first" in up2.indices["products"].objects
+        assert writer.wait_for_task("products", body["taskID"]).status == "published"
+        assert len(up2.requests("/1/indexes/products/batch", method="POST")) == 1
+    finally:
+        up2.stop()
+
+
+def test_a_write_that_may_have_reached_the_upstream_is_not_queued(gateway_factory, tmp_path):
+    """Issue 25: a forwarded write that was sent and got no answer (the connection reset after the request) may
+    have been applied upstream: it gets `unavailableStatus` saying so, and is neither queued nor applied to the
+    mirror."""
+    up = FakeAlgolia(browse_page_size=4).start()
+    try:
+        up.seed("products", PRODUCTS, SETTINGS)
+        gw = gateway_factory(config(up.url, str(tmp_path / "data")))
+        sync(gw)
+        writer = client_for(gw, WRITER)
+        writer.save_objects("products", [{"objectID": "w0", "name": "online phone"}], wait_for_tasks=True)
+        up.raw_fault = "reset"
+        with pytest.raises(RequestException) as doubt:
+            writer.batch_with_http_info(
+                "products", {"requests": [{"action": "addObject", "body": {"objectID": "doubt", "name": "in doubt"}}]}
+            )
+        assert doubt.value.status_code == 424
+        assert "may have reached the upstream" in str(doubt.value) and "outcome is unknown" in str(doubt.value)
+        assert len([r for r in up.requests("/1/indexes/products/batch") if b"doubt" in r.body]) == 1  # it was sent
+        assert queue_state(gw)["pending"] == 0
+        assert "doubt" not in local_ids(gw)
+    finally:
+        up.stop()
+
+
+def status_reachable(gw):
+    st, _, body = request("GET", gw.url("/_mirrorgate/status"))
+    assert st == 200, body
+    return json.loads(body)["upstreams"]["algolia"]["reachable"]

@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import time
+from datetime import datetime
 
 import pytest
 import requests
@@ -364,6 +365,61 @@ def test_a_budget_completes_a_large_sync_over_several_runs(gateway_factory, tmp_
         events.close()
     finally:
         fake.stop()
+
+
+def test_a_budgeted_first_sync_waits_for_the_interval_between_runs(gateway_factory, tmp_path):
+    """Issue 25: a first sync of 12,000 records behind a slow upstream (1,000 per page, 0.4 s per call) under
+    `{activeInterval: 3s, idleInterval: 3s, maxRunDuration: 1s}`. A run that reached its budget is followed by
+    the next one only after the interval (the gateway's own event stamps are ≥ 2 whole seconds apart; before,
+    the next run started a millisecond later), the status between them says so (`waitingFor: interval`,
+    `nextRunAt` 3 s after the run's end), and the runs complete the sync."""
+    fake = FakeAlgolia(browse_page_size=1000).start()
+    try:
+        fake.seed("products", records("p", 12000), SETTINGS)
+        fake.delay = 0.4
+        policies = {"short": {"activeInterval": "3s", "idleInterval": "3s", "maxRunDuration": "1s"}}
+        gw = gateway_factory(algolia_policy_config(fake.url, policies, {"products": "short"}))
+        events = Events(gw)
+
+        # Between two runs: not running, waiting for the interval, the next run 3 s after the last one ended.
+        between: list[dict] = []
+
+        def waiting() -> bool:
+            idx = index_status(gw)
+            if not idx["replication"]["running"] and idx["replication"]["lastRunOutcome"] == "budgetReached":
+                between.append(idx)
+                return True
+            return False
+
+        assert wait_for(waiting, timeout=60), index_status(gw)
+        idx = between[-1]
+        r = idx["replication"]
+        assert r["waitingFor"] == "interval" and r["resumePending"] is True, r
+        assert idx["hasOfflineData"] is False and idx["nextSyncAt"] == r["nextRunAt"], idx  # a first sync
+        ended = stamp(r["lastRunAt"]) + r["lastRunDurationMs"] / 1000
+        assert abs(stamp(r["nextRunAt"]) - (ended + 3)) < 0.25, r
+
+        assert wait_for(lambda: index_status(gw)["objects"] == 12000, timeout=120), index_status(gw)
+        runs = events_named(events, "runBudgetReached", "runDidStart")
+        pairs = [(a, b) for (na, a), (nb, b) in zip(runs, runs[1:]) if na == "runBudgetReached" and nb == "runDidStart"]
+        assert len(pairs) >= 2, [n for n, _ in runs]
+        for reached, started in pairs:
+            assert started["trigger"] == "schedule" and started["resumed"] is True, started
+            assert stamp(started["at"]) - stamp(reached["at"]) >= 2, (reached, started)
+        events.close()
+    finally:
+        fake.stop()
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def events_named(events: Events, *names: str) -> list[tuple[str, dict]]:
+    """The events of `products` with one of `names`, in order."""
+    with events.lock:
+        items = list(events.items)
+    return [(n, d) for n, d in items if n in names and d.get("index") == "products"]
 
 
 def test_pause_and_resume(gateway_factory, tmp_path):

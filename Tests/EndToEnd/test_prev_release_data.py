@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import time
+import urllib.parse
 from pathlib import Path
 
 import requests
@@ -51,6 +52,14 @@ def comparable(answer: dict) -> dict:
         return answer
     body = dict(body)
     body["hits"] = sorted(body["hits"], key=lambda h: h["objectID"])
+    # Issue 25 (Algolia's real envelope): `renderingContent: {}` when nothing renders, `exhaustive.facetsCount`
+    # only when facets are asked, `params` form-encoded with `+` for spaces: compared decoded.
+    if body.get("renderingContent") == {}:
+        del body["renderingContent"]
+    if isinstance(body.get("exhaustive"), dict):
+        body["exhaustive"] = {k: v for k, v in body["exhaustive"].items() if k != "facetsCount"}
+    if isinstance(body.get("params"), str):
+        body["params"] = urllib.parse.parse_qsl(body["params"], keep_blank_values=True)
     if body.get("message", "").endswith("not applied: setting _upstream"):
         del body["message"]
     return {**answer, "body": body}

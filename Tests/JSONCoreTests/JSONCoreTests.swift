@@ -149,8 +149,25 @@ import Testing
     @Test func encodeDecode() {
         let object: JSONObject = ["query": "a b&c", "hitsPerPage": 3, "facets": ["x", "y"]]
         let text = JSON.formEncode(object)
-        #expect(text == "query=a%20b%26c&hitsPerPage=3&facets=%5B%22x%22%2C%22y%22%5D")
+        #expect(text == "query=a+b%26c&hitsPerPage=3&facets=%5B%22x%22%2C%22y%22%5D")
         #expect(JSON.parseAlgoliaParams(text) == object)
+        // Algolia's own echo (its API clients' end-to-end expectations).
+        #expect(
+            JSON.formEncode(["filters": "editor:'visual studio' OR editor:neovim"])
+                == "filters=editor%3A%27visual+studio%27+OR+editor%3Aneovim")
+        #expect(
+            JSON.formEncode(["facetFilters": ["editor:'visual studio'", ["editor:neovim"]]])
+                == "facetFilters=%5B%22editor%3A%27visual+studio%27%22%2C%5B%22editor%3Aneovim%22%5D%5D")
+        #expect(FormCodec.formComponent("a*b-c._d~e/é") == "a*b-c._d%7Ee%2F%C3%A9")
+    }
+
+    @Test func echoedParametersKeepAParamsStringAsSent() {
+        #expect(JSON.echoedParameters(["query": "vim", "hitsPerPage": 2]) == "query=vim&hitsPerPage=2")
+        #expect(JSON.echoedParameters(.object(JSONObject())) == "")
+        #expect(
+            JSON.echoedParameters(["params": "query=only for test&page=0"]) == "query=only for test&page=0")
+        #expect(JSON.echoedParameters(["params": "query=a", "page": 1, "cursor": "x"]) == "query=a&page=1")
+        #expect(JSON.echoedParameters(["params": "", "page": 1]) == "page=1")
         #expect(FormCodec.percentDecode(bytes: Array("%zz%4".utf8), plusAsSpace: true) == "%zz%4")
     }
 }

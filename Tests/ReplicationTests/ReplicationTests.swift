@@ -41,13 +41,13 @@ func policy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> ReplicationPolic
         _ r: ScheduleRecord, _ p: ReplicationPolicy = policy(), at now: Date, inUse: Bool = false,
         reachable: Bool = true, paused: Bool = false, urgency: ReplicationUrgency = .none,
         woken: Bool = false,
-        cap: Duration? = nil
+        cap: Duration? = nil, requested: Bool = false
     ) -> SchedulePlan {
         SchedulePlanner.plan(
             r, p,
             .init(
                 now: now, inUse: inUse, reachable: reachable, paused: paused, urgency: urgency, woken: woken,
-                activeIntervalCap: cap), calendar: utc)
+                activeIntervalCap: cap, requested: requested), calendar: utc)
     }
 
     var synced: ScheduleRecord {
@@ -105,6 +105,22 @@ func policy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> ReplicationPolic
         )
         r.resume = .now  // interrupted (pause, shutdown, crash): at once
         #expect(plan(r, at: t0.addingTimeInterval(1)) == .start(t0.addingTimeInterval(1)))
+    }
+
+    @Test func aBudgetWaitsForTheIntervalEvenForAFirstSyncOrPendingWork() {
+        // A first sync (never succeeded) stopped at its budget.
+        var r = ScheduleRecord()
+        r.lastStart = t0.addingTimeInterval(-1)
+        r.lastEnd = t0
+        r.resume = .budget
+        let soon = t0.addingTimeInterval(0.001)
+        let next = t0.addingTimeInterval(300)
+        #expect(plan(r, at: soon, inUse: true, urgency: .required) == .wait(next, .interval))
+        #expect(plan(r, at: soon, inUse: true, urgency: .pending, woken: true) == .wait(next, .interval))
+        #expect(plan(r, at: soon, inUse: true, requested: true) == .wait(next, .interval))
+        #expect(plan(r, at: next, inUse: true, urgency: .required) == .start(next))
+        // Idle: the idle interval.
+        #expect(plan(r, at: soon, urgency: .required) == .wait(t0.addingTimeInterval(86400), .interval))
     }
 
     @Test func pendingWorkRunsWhenWokenOnly() {

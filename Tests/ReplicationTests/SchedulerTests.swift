@@ -84,7 +84,8 @@ final class Harness: Sendable {
 
     init(
         policy: PolicyConfig, store: ReplicationStore? = nil, lastSuccess: Date? = nil, pages: Int = 3,
-        pageTime: Duration = .milliseconds(400)
+        pageTime: Duration = .milliseconds(400),
+        urgency: @escaping @Sendable () -> ReplicationUrgency = { .none }
     ) {
         let clock = ManualClock()
         let events = EventLog()
@@ -98,7 +99,7 @@ final class Harness: Sendable {
         scheduler.register(
             ReplicationJob(
                 api: .algolia, name: "products", policy: "p", lastSuccess: lastSuccess, usage: usage,
-                isReachable: { reachable.get }, urgency: { .none }, run: { mirror.run($0) }))
+                isReachable: { reachable.get }, urgency: urgency, run: { mirror.run($0) }))
         self.clock = clock
         self.events = events
         self.condition = condition
@@ -169,6 +170,28 @@ func basePolicy(_ edit: (inout PolicyConfig) -> Void = { _ in }) -> PolicyConfig
         #expect(h.events.names.filter { $0 == "runBudgetReached" }.count == 2)
         #expect(h.events.last("runBudgetReached")?["budgetMs"] == 1000)
         #expect(h.events.names.filter { $0 == "runDidProgress" }.count == 7)
+    }
+
+    @Test func aFirstSyncStoppedByItsBudgetWaitsForTheInterval() {
+        // Never synced (the mirror cannot answer: urgency `.required`), 7 pages of 400 ms, 1 s budget.
+        let h = Harness(
+            policy: basePolicy { $0.maxRunDuration = .seconds(1) }, pages: 7, urgency: { .required })
+        h.scheduler.start()
+        #expect(h.runs == 1)  // the run after its budget does not start at once
+        #expect(h.status["lastRunOutcome"] == "budgetReached")
+        #expect(h.status["waitingFor"] == "interval")
+        let end = h.clock.now
+        let next = Timestamps.rfc3339(secondsSince1970: end.addingTimeInterval(60).timeIntervalSince1970)
+        #expect(h.status["nextRunAt"] == .string(next))  // idle: 60 s after the run ended
+        h.clock.advance(.seconds(59))
+        h.scheduler.tick()
+        #expect(h.runs == 1)
+        h.clock.advance(.seconds(1))
+        h.scheduler.tick()
+        #expect(h.runs == 2)
+        #expect(h.mirror.runs.withLock { $0.last?.0 } == .schedule)
+        #expect(h.mirror.runs.withLock { $0.last?.1 } == true)  // resumed
+        #expect(h.mirror.position.withLock { $0 } == 6)
     }
 
     @Test func aConditionSaysNoThenYes() {

@@ -34,6 +34,44 @@ import Testing
         #expect(headerCheck.kind == .malformed && headerCheck.outcomeUnknown)
     }
 
+    @Test func onlyFailuresBeforeAnyRequestByteAreNotSent() {
+        func delivery(_ code: CURLcode, connected: Bool, written: Bool = false) -> UpstreamError.Delivery {
+            UpstreamClient.mapError(code, cancelled: false, connected: connected, requestWritten: written)
+                .delivery
+        }
+        #expect(delivery(CURLE_COULDNT_CONNECT, connected: false) == .notSent)
+        #expect(delivery(CURLE_COULDNT_RESOLVE_HOST, connected: false) == .notSent)
+        #expect(delivery(CURLE_OPERATION_TIMEDOUT, connected: false) == .notSent)
+        #expect(delivery(CURLE_SSL_CONNECT_ERROR, connected: true) == .notSent)
+        // Connected and then no answer, or bytes written: the upstream may have the request.
+        #expect(delivery(CURLE_OPERATION_TIMEDOUT, connected: true) == .inDoubt)
+        #expect(delivery(CURLE_OPERATION_TIMEDOUT, connected: true, written: true) == .inDoubt)
+        #expect(delivery(CURLE_GOT_NOTHING, connected: true, written: true) == .inDoubt)
+        #expect(delivery(CURLE_SEND_ERROR, connected: true) == .inDoubt)
+        #expect(delivery(CURLE_RECV_ERROR, connected: false) == .inDoubt)
+        #expect(delivery(CURLE_COULDNT_CONNECT, connected: false, written: true) == .inDoubt)
+    }
+
+    @Test func aRefusedConnectIsNotSentAndASilentUpstreamIsInDoubt() throws {
+        let loop = try CurlLoop(name: "test-delivery")
+        defer { loop.stop() }
+        let refused = Collect()
+        loop.submit(
+            UpstreamRequest(method: "POST", url: "http://127.0.0.1:9/", body: [1], timeout: .seconds(2)),
+            refused)
+        #expect(refused.done.wait(timeout: .now() + 5) == .success)
+        #expect(refused.error?.kind == .refused && refused.error?.delivery == .notSent)
+        // The kernel completes the handshake and takes the request; no answer comes.
+        let silent = SilentListener()
+        let unanswered = Collect()
+        loop.submit(
+            UpstreamRequest(
+                method: "POST", url: "http://127.0.0.1:\(silent.port)/", body: Array("{}".utf8),
+                timeout: .milliseconds(300)), unanswered)
+        #expect(unanswered.done.wait(timeout: .now() + 5) == .success)
+        #expect(unanswered.error?.kind == .timeout && unanswered.error?.delivery == .inDoubt)
+    }
+
     @Test func responseHeadsThatAreNotWellFormedAreRefused() {
         let t = Transfer(onHead: { _, _ in true }, onData: { _ in true })
         func line(_ text: String) -> Bool {
