@@ -15,7 +15,8 @@ import pytest
 import requests
 from harness import free_port
 from odata_helpers import ACCEPT, JSON_HEADERS, csrf_session, start_mock_sap, status_of, upload_and_wait
-from test_odata_offline import wait_downloaded
+from test_odata_offline import MOUNT, nw_config, wait_downloaded
+from upstreams.faults import FaultInjector
 
 A2X_SALES_ORDER = "/sap/opu/odata4/sap/api_salesorder/srvd_a2x/sap/api_salesorder/0001/"
 SO_MOUNT = "/odata/so/"
@@ -105,3 +106,55 @@ def test_an_a2x_create_without_sap_messages_is_accepted_offline_and_uploaded(gat
     assert len(created) == 1 and created[0]["SoldToParty"] == "17100001", created
     r = requests.get(root + "SalesOrderItem(SalesOrder='0000004712',SalesOrderItem='900')", headers=ACCEPT, timeout=10)
     assert r.status_code == 200 and r.json()["Material"] == "MG24", r.text
+
+
+def test_the_upstreams_final_answer_is_relayed_not_replaced_by_the_mirror(gateway_factory, mock_sap_v4, tmp_path):
+    root = mock_sap_v4["root"]
+    gw = gateway_factory(a2x_config(root, tmp_path))
+    wait_downloaded(gw, "so")
+    for target in ["SalesOrder?$search=PO&$select=SalesOrder", "SalesOrder('nope')", "SalesOrder?$filter=Nope eq 1"]:
+        direct = requests.get(root + target, headers=ACCEPT, timeout=10)
+        assert direct.status_code >= 400, (target, direct.status_code)
+        r = requests.get(gw.url(SO_MOUNT + target), headers=ACCEPT, timeout=10)
+        assert (r.status_code, r.headers["X-Mirrorgate-Origin"]) == (direct.status_code, "remote"), (target, r.text)
+        assert r.json()["error"]["code"] == direct.json()["error"]["code"], target
+
+
+@pytest.fixture
+def injected(odata_upstream):
+    proxy = FaultInjector(odata_upstream.origin).start()
+    yield odata_upstream, proxy
+    proxy.stop()
+
+
+def test_a_500_is_relayed_when_it_is_the_services_odata_error_and_failed_over_when_not(gateway_factory, injected):
+    up, proxy = injected
+    gw = gateway_factory(nw_config(proxy.url + "/nw.svc/"))
+    wait_downloaded(gw, "nw")
+    proxy.status_for["GET"] = 500  # the injector's body is an OData error
+    r = requests.get(gw.url(MOUNT + "Products(3)"), headers=ACCEPT, timeout=10)
+    assert (r.status_code, r.headers["X-Mirrorgate-Origin"]) == (500, "remote"), r.text
+    assert r.json()["error"]["code"] == "Injected"
+    proxy.body_for[500] = ("text/html", b"<html><body>Internal Server Error</body></html>")
+    r = requests.get(gw.url(MOUNT + "Products(3)"), headers=ACCEPT, timeout=10)
+    assert (r.status_code, r.headers["X-Mirrorgate-Origin"]) == (200, "local"), r.text
+    assert r.json()["ProductID"] == 3
+    for status in (501, 404, 400):
+        proxy.status_for["GET"] = status
+        r = requests.get(gw.url(MOUNT + "Products(3)"), headers=ACCEPT, timeout=10)
+        assert (r.status_code, r.headers["X-Mirrorgate-Origin"]) == (status, "remote"), r.text
+
+
+def test_a_body_still_arriving_when_the_budget_ends_is_answered_by_the_mirror(gateway_factory, injected):
+    up, proxy = injected
+    gw = gateway_factory(nw_config(proxy.url + "/nw.svc/", timeout="1s"))
+    wait_downloaded(gw, "nw")
+    online = requests.get(gw.url(MOUNT + "Products?$orderby=ProductID"), headers=ACCEPT, timeout=10)
+    assert online.headers["X-Mirrorgate-Origin"] == "remote"
+    # The head at once, then the body in four pieces 0.6 s apart: past the 1-s budget.
+    proxy.trickle_for["GET"] = 0.6
+    r = requests.get(gw.url(MOUNT + "Products?$orderby=ProductID"), headers=ACCEPT, timeout=15)
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Mirrorgate-Origin"] == "local"
+    assert r.json()["value"] == online.json()["value"]
+    assert proxy.forwarded.get("GET", 0) >= 2  # it was tried upstream first
