@@ -158,3 +158,14 @@ def test_a_body_still_arriving_when_the_budget_ends_is_answered_by_the_mirror(ga
     assert r.headers["X-Mirrorgate-Origin"] == "local"
     assert r.json()["value"] == online.json()["value"]
     assert proxy.forwarded.get("GET", 0) >= 2  # it was tried upstream first
+
+
+def test_a_malformed_select_item_is_a_400_in_the_odata_error_format(gateway_factory, odata_upstream):
+    gw = gateway_factory(nw_config(odata_upstream.root, routing="localFirst"))
+    wait_downloaded(gw, "nw")
+    for query in ["$select=*,sqlite_version()", "$select=ProductName()", "$select=ProductID,(x)"]:
+        r = requests.get(gw.url(MOUNT + "Products?" + query), headers=ACCEPT, timeout=10)
+        assert r.status_code == 400, (query, r.status_code, r.text)
+        assert r.headers["X-Mirrorgate-Origin"] == "local"
+        error = r.json()["error"]
+        assert error["code"] and "$select" in error["message"], (query, error)
