@@ -312,3 +312,37 @@ def test_v2_links_online_and_offline(gateway_factory):
         if sap["proc"].poll() is None:
             sap["proc"].kill()
         sap["proc"].wait(timeout=5)
+
+
+def test_links_made_offline_by_a_deep_insert_are_answered(gateway_factory, upstream_without_constraints):
+    # Issue 24 item 4: an offline deep insert makes the links of Customer.Orders (no constraint) itself, so
+    # $expand and navigation answer them; a later offline bind to a customer makes its list unknown (501),
+    # never a list that misses the bound order.
+    up = upstream_without_constraints["up"]
+    gw = gateway_factory(config(up.root, EXPANDING))
+    wait_downloaded(gw, "nw")
+    up.stop()
+    upstream_without_constraints["stopped"] = True
+    body = {"CustomerID": "NEWCU", "CompanyName": "New Co", "Orders": [{"Freight": 1.5}, {"Freight": 2.5}]}
+    r = requests.post(gw.url(MOUNT + "Customers"), json=body, headers={"Accept": "application/json"}, timeout=10)
+    assert r.status_code == 201, r.text
+    r = get(gw, MOUNT + "Customers('NEWCU')?$expand=Orders($orderby=Freight)")
+    assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+    orders = r.json()["Orders"]
+    assert [float(o["Freight"]) for o in orders] == [1.5, 2.5], orders
+    r = get(gw, MOUNT + "Customers('NEWCU')/Orders/$count", headers={"Accept": "text/plain"})
+    assert (r.status_code, r.text) == (200, "2"), r.text
+    r = get(gw, MOUNT + f"Orders({orders[0]['OrderID']})/Customer")
+    assert r.status_code == 200 and r.json()["CustomerID"] == "NEWCU", r.text
+    # A bind made offline to customers whose orders were known (downloaded, or made by the deep insert).
+    for customer in ["NEWCU", "ALFKI"]:
+        assert get(gw, MOUNT + f"Customers('{customer}')/Orders").status_code == 200
+        r = requests.post(
+            gw.url(MOUNT + "Orders"),
+            json={"Freight": 3.5, "Customer@odata.bind": f"Customers('{customer}')"},
+            headers={"Accept": "application/json"},
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        r = get(gw, MOUNT + f"Customers('{customer}')/Orders")
+        assert r.status_code == 501, (customer, r.status_code, r.text)
