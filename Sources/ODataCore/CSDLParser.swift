@@ -47,6 +47,7 @@ public enum CSDLParser {
             model.schemas.append(EdmSchema(namespace: ns, alias: node.attributes["Alias"]))
         }
         var optimisticConcurrency: [(target: String, properties: [String])] = []
+        var propertyTerms: [(target: String, term: CoreTerm)] = []
         for node in schemaNodes {
             let ns = node.attributes["Namespace"] ?? ""
             for child in node.children {
@@ -73,6 +74,8 @@ public enum CSDLParser {
                     for annotation in child.children where annotation.local == "Annotation" {
                         if isOptimisticConcurrency(annotation.attributes["Term"]) {
                             optimisticConcurrency.append((target, propertyPaths(annotation)))
+                        } else if let term = coreTerm(annotation) {
+                            propertyTerms.append((target, term))
                         }
                     }
                 default:
@@ -87,7 +90,36 @@ public enum CSDLParser {
         model.resolvePartnerConstraints()
         model.completeOperationImports()
         model.applyOptimisticConcurrency(optimisticConcurrency)
+        model.applyPropertyTerms(propertyTerms)
         return model
+    }
+
+    /// The `Core` vocabulary terms on properties that decide what a client must or may write.
+    enum CoreTerm {
+        case computed, immutable
+    }
+
+    /// The term of an `<Annotation>` when it is `Core.Computed` or `Core.Immutable` (alias `Core` or the
+    /// vocabulary's namespace) with a true value (`Bool="true"` or no value: the term's default).
+    static func coreTerm(_ annotation: XNode) -> CoreTerm? {
+        guard let term = annotation.attributes["Term"] else { return nil }
+        let name: Substring
+        if term.hasPrefix("Core.") {
+            name = term.dropFirst("Core.".count)
+        } else if term.hasPrefix("Org.OData.Core.V1.") {
+            name = term.dropFirst("Org.OData.Core.V1.".count)
+        } else {
+            return nil
+        }
+        if let value = annotation.attributes["Bool"], value.lowercased() != "true" { return nil }
+        if annotation.children.contains(where: { $0.local == "Bool" && $0.text.trimmingSpaces() != "true" }) {
+            return nil
+        }
+        switch name {
+        case "Computed": return .computed
+        case "Immutable": return .immutable
+        default: return nil
+        }
     }
 
     private static func isOptimisticConcurrency(_ term: String?) -> Bool {
@@ -134,6 +166,13 @@ public enum CSDLParser {
             defaultValue: a["DefaultValue"],
             isConcurrencyToken: a["ConcurrencyMode"] == "Fixed",
             annotations: extraAttributes(node))
+        for child in node.children where child.local == "Annotation" {
+            switch coreTerm(child) {
+            case .computed: property.isComputed = true
+            case .immutable: property.isImmutable = true
+            case nil: continue
+            }
+        }
         property.isScaleVariable = isVariableScale(a["Scale"])
         property.srid = a["SRID"]
         property.isUnicode = a["Unicode"].map { $0.lowercased() != "false" }
@@ -554,6 +593,24 @@ extension EdmModel {
                 }
             }
             structuredTypes[key] = type
+        }
+    }
+
+    /// Marks the properties that out-of-line `<Annotations Target="NS.Type/Property">` annotate with
+    /// `Core.Computed` or `Core.Immutable`.
+    fileprivate mutating func applyPropertyTerms(_ terms: [(target: String, term: CSDLParser.CoreTerm)]) {
+        for (target, term) in terms {
+            let parts = target.split(separator: "/")
+            guard parts.count == 2, let type = structuredType(String(parts[0])) else { continue }
+            let key = type.qualifiedName
+            guard var t = structuredTypes[key],
+                let i = t.properties.firstIndex(where: { $0.name == parts[1] })
+            else { continue }
+            switch term {
+            case .computed: t.properties[i].isComputed = true
+            case .immutable: t.properties[i].isImmutable = true
+            }
+            structuredTypes[key] = t
         }
     }
 

@@ -133,6 +133,11 @@ public struct EdmProperty: Sendable, Hashable {
     /// The qualified `TypeDefinition` the property was declared with; `type` is then its underlying
     /// primitive type and absent facets are taken from the definition.
     public var typeDefinition: String?
+    /// Annotated `Core.Computed` (V4, inline or in `<Annotations>`): the service computes the value on
+    /// create and update and ignores what a client sends.
+    public var isComputed: Bool = false
+    /// Annotated `Core.Immutable` (V4): given on create, unchanged (and ignored) on update.
+    public var isImmutable: Bool = false
 
     public init(
         name: String, type: EdmTypeRef, nullable: Bool = true, maxLength: Int? = nil,

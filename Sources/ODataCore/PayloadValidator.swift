@@ -10,10 +10,20 @@ import JSONCore
 /// (`2^40` is not an `Edm.Int32`), finite floating-point numbers (`1e309` is not an `Edm.Double`),
 /// decimals within the declared precision and scale, strings within `MaxLength`, GUIDs, dates, times,
 /// durations, binaries, enumeration members, complex values (recursively) and collections (each element);
-/// `null` only where the property is nullable. On a create, every non-nullable property without a default
-/// is present, except keys (the caller mints them) and properties the service fills itself (V2
-/// `sap:creatable="false"`, concurrency tokens). Instance annotations (`@odata.type`, `X@odata.bind`,
-/// V2 `__metadata`) are left to the caller, navigation properties too.
+/// `null` only where the property is nullable or the service ignores the value (below). On a create,
+/// every non-nullable single-valued property without a default is present, except keys (the caller mints
+/// them) and properties the service fills itself (V4 `Core.Computed`, V2 `sap:creatable="false"`,
+/// concurrency tokens). Instance annotations (`@odata.type`, `X@odata.bind`, V2 `__metadata`) are left to
+/// the caller, navigation properties too.
+///
+/// The rules follow OData 4.01 Protocol §11.4.2 and §11.4.3: on a create, "properties with a defined
+/// default value, nullable properties, and collection-valued properties omitted from the request are set
+/// to the default value, null, or an empty collection" — so an omitted collection (SAP A2X's
+/// `SAP__Messages`, `Collection(…) Nullable="false"`) is never required; on an update, the values of
+/// non-updatable properties are ignored by the service. The service ignores values of `Core.Computed`
+/// properties always, of `Core.Immutable` properties and V2 `sap:updatable="false"` ones on updates, and
+/// of V2 `sap:creatable="false"` ones on creates: a `null` there is not refused (another value still has
+/// to be of the property's type, which a service's deserializer checks before it ignores it).
 ///
 /// Leniency follows the wire formats: V2 services take numbers of every type as JSON strings; V4 takes
 /// strings for `Edm.Int64` and `Edm.Decimal` (`IEEE754Compatible`) and `INF`/`-INF`/`NaN` for floating
@@ -94,6 +104,7 @@ public struct ODataPayloadValidator: Sendable {
                     "the property '\(target)' is given more than once", target: target)
             }
             if let property = model.property(named: name, in: type) {
+                if case .null = value, Self.ignoresValue(of: property, for: operation) { continue }
                 try validateValue(
                     value, property: property, type: property.type, path: target, operation: operation)
             } else if model.navigationProperty(named: name, in: type) != nil {
@@ -106,8 +117,9 @@ public struct ODataPayloadValidator: Sendable {
         guard operation == .create else { return }
         let keys = Set(model.key(of: type))
         for property in model.properties(of: type)
-        where !property.nullable && property.defaultValue == nil && !seen.contains(property.name)
-            && !keys.contains(property.name) && !exempt.contains(property.name)
+        where !property.nullable && property.defaultValue == nil && !property.type.isCollection
+            && !seen.contains(property.name) && !keys.contains(property.name)
+            && !exempt.contains(property.name)
             && !Self.serverFilled(property)
         {
             let target = path.isEmpty ? property.name : path + "/" + property.name
@@ -118,8 +130,18 @@ public struct ODataPayloadValidator: Sendable {
 
     /// Properties a service fills itself on a create (not required from the client).
     static func serverFilled(_ property: EdmProperty) -> Bool {
-        property.annotations["sap:creatable"] == "false" || property.isConcurrencyToken
-            || property.annotations["Computed"] == "true"
+        property.annotations["sap:creatable"] == "false" || property.isConcurrencyToken || property.isComputed
+    }
+
+    /// Whether the service ignores a value of `property` in a payload for `operation` (OData 4.01
+    /// Protocol §11.4.2/§11.4.3, Core vocabulary; SAP's V2 `sap:creatable`/`sap:updatable`).
+    static func ignoresValue(of property: EdmProperty, for operation: Operation) -> Bool {
+        if property.isComputed { return true }
+        switch operation {
+        case .create: return property.annotations["sap:creatable"] == "false"
+        case .replace, .update:
+            return property.isImmutable || property.annotations["sap:updatable"] == "false"
+        }
     }
 
     // MARK: values

@@ -225,10 +225,8 @@ public struct ODataQueryOptions: Sendable, Hashable {
             guard !trimmed.isEmpty else {
                 throw ODataError(.query, "empty item in '\(optionName)'", segment: optionName)
             }
-            if trimmed.contains("(") {
-                throw ODataError(
-                    .notImplemented, "nested options in '\(optionName)' are not supported: '\(trimmed)'",
-                    segment: optionName)
+            if let open = trimmed.firstIndex(of: "(") {
+                try checkNestedSelect(trimmed, open: open, optionName: optionName)
             }
             let path = trimmed.split(separator: "/", omittingEmptySubsequences: false).map {
                 String($0).trimmingSpaces()
@@ -239,6 +237,35 @@ public struct ODataQueryOptions: Sendable, Hashable {
             items.append(ODataSelectItem(path: path))
         }
         return items
+    }
+
+    /// A `$select` item with parentheses: a 4.01 item with nested options (`Addresses($top=2)`) or an
+    /// operation with its parameter names (`NS.Function(a,b)`) is valid and not supported (`501`);
+    /// anything else (`sqlite_version()`, `Name(x)`, unbalanced parentheses) is malformed (`400`).
+    static func checkNestedSelect(_ item: String, open: String.Index, optionName: String) throws(ODataError) {
+        let invalid = ODataError(.query, "invalid item '\(item)' in '\(optionName)'", segment: optionName)
+        guard item.hasSuffix(")") else { throw invalid }
+        let path = item[..<open].split(separator: "/", omittingEmptySubsequences: false).map {
+            String($0).trimmingSpaces()
+        }
+        let inner = String(item[item.index(after: open)..<item.index(before: item.endIndex)]).trimmingSpaces()
+        guard path.allSatisfy(isPathSegment), let last = path.last, !inner.isEmpty else { throw invalid }
+        let names = ["filter", "search", "count", "orderby", "skip", "top", "select", "expand", "compute"]
+        let valid: Bool
+        if last.contains(".") {
+            // An operation's parameter names.
+            valid = inner.split(separator: ",").allSatisfy { isPathSegment(String($0).trimmingSpaces()) }
+        } else {
+            valid = inner.split(separator: ";").allSatisfy { option in
+                let name = String(option.prefix { $0 != "=" }).trimmingSpaces().lowercased()
+                return option.contains("=")
+                    && names.contains(name.hasPrefix("$") ? String(name.dropFirst()) : name)
+            }
+        }
+        guard valid else { throw invalid }
+        throw ODataError(
+            .notImplemented, "nested options in '\(optionName)' are not supported: '\(item)'",
+            segment: optionName)
     }
 
     static func isPathSegment(_ s: String) -> Bool {

@@ -49,7 +49,18 @@ extension LocalQueryPlanner {
             "SELECT 1 FROM \(q(sourceSet)) AS \"src\" WHERE " + check.sql + " AND NOT "
             + Self.linksKnown(link, source: "src") + " LIMIT 1"
         if try self.sql({ try db.scalar(sql, check.bindings.map(SQLValue.init)) }) != nil {
-            throw Self.unknownLinks(link)
+            guard let back = try knownPartner(of: link) else { throw Self.unknownLinks(link) }
+            let sourceKeys = link.sourceKey.map(\.name)
+            return LocalScope(
+                layout: target,
+                condition: { a in
+                    Self.partnerLinks(back, target: a) + " AND ("
+                        + back.targetKey.map { "\"lk\".\(q(MirrorLinkNavigation.targetColumn($0.name)))" }
+                        .joined(
+                            separator: ", ")
+                        + ") IN (SELECT " + sourceKeys.map { "\"src\".\(q($0))" }.joined(separator: ", ")
+                        + " FROM \(q(sourceSet)) AS \"src\" WHERE " + previous("src") + "))"
+                }, single: !isCollection)
         }
         let sourceKeys = link.sourceKey.map(\.name)
         let targetKeys = link.targetKey.map(\.name)
@@ -79,7 +90,21 @@ extension LocalQueryPlanner {
             "SELECT 1 FROM \(q(link.table)) WHERE "
             + keys.map { "\(q($0.0)) = ?" }.joined(separator: " AND ") + " LIMIT 1"
         let values = keys.map { SQLValue($0.1) }
-        if try self.sql({ try db.scalar(probe, values) }) == nil { throw Self.unknownLinks(link) }
+        if try self.sql({ try db.scalar(probe, values) }) == nil {
+            guard let back = try knownPartner(of: link) else { throw Self.unknownLinks(link) }
+            let partnerKeys: [(String, SQLBinding)] = back.targetKey.map {
+                (MirrorLinkNavigation.targetColumn($0.name), SQLBinding(row[$0.name] ?? .null))
+            }
+            return LocalScope(
+                layout: target,
+                condition: { a in
+                    var f = SQLFragment(Self.partnerLinks(back, target: a))
+                    for (column, value) in partnerKeys {
+                        f = f + " AND \"lk\".\(q(column)) = ?" + SQLFragment("", [value])
+                    }
+                    return f + ")"
+                }, single: !link.isCollection)
+        }
         let targetKeys = link.targetKey.map(\.name)
         return LocalScope(
             layout: target,
@@ -95,6 +120,33 @@ extension LocalQueryPlanner {
                 }
                 return f + ")"
             }, single: !link.isCollection)
+    }
+
+    /// The partner of a collection-valued link navigation, read from the other side, when that answers it
+    /// exactly: the partner is a single-valued link navigation back (`Customers/Orders` ↔
+    /// `Orders/Customer`), a defining request reads the whole target set, and every target row has its
+    /// partner link known (`Orders?$expand=Customer` downloaded whole). The entities the navigation
+    /// reaches from a source are then the target rows whose partner link names the source. Nil otherwise.
+    func knownPartner(of link: MirrorLinkNavigation) throws(ODataServiceError) -> MirrorLinkNavigation? {
+        guard link.isCollection, let partner = link.singlePartner,
+            let back = m.links[link.targetSet]?[partner],
+            back.targetSet == link.sourceSet, !back.isCollection
+        else { return nil }
+        let sql =
+            "SELECT 1 FROM \(q(link.targetSet)) AS \"src\" WHERE NOT " + Self.linksKnown(back, source: "src")
+            + " LIMIT 1"
+        if try self.sql({ try db.scalar(sql) }) != nil { return nil }
+        let whole = try self.sql { try MirrorWriter(db: db, model: m).holdsWholeSet(link.targetSet) }
+        return whole ? back : nil
+    }
+
+    /// `EXISTS (SELECT 1 FROM <partner link table> AS lk WHERE lk.s_<key> = target.<key> …` — open: the
+    /// caller adds the condition on the partner's target columns and the closing parenthesis.
+    static func partnerLinks(_ back: MirrorLinkNavigation, target alias: String) -> String {
+        "EXISTS (SELECT 1 FROM \(q(back.table)) AS \"lk\" WHERE "
+            + back.sourceKey.map {
+                "\"lk\".\(q(MirrorLinkNavigation.sourceColumn($0.name))) = \(q(alias)).\(q($0.name))"
+            }.joined(separator: " AND ")
     }
 
     /// A filter or order through link-table navigation is answered only when every row of each source

@@ -168,6 +168,16 @@ extension ODataMirror {
                 try db.run("DELETE FROM \(q(link.table)) WHERE \"_dr\" = ?", [.text(request)])
             }
         }
+        try addLinks(db, model, scope: request, links: links)
+    }
+
+    /// Inside a transaction: stores `links` under `scope` (a defining request's name, or
+    /// ``MirrorWriter/createdScope`` for links the gateway made itself in an offline write).
+    static func addLinks(
+        _ db: Database, _ model: MirrorModel, scope request: String, links: [MirrorLinkRecord]
+    )
+        throws
+    {
         var seen = Set<MirrorLinkRecord>()
         for record in links where seen.insert(record).inserted {
             guard let link = model.links[record.sourceSet]?[record.navigation],
@@ -184,6 +194,48 @@ extension ODataMirror {
                 "INSERT OR IGNORE INTO \(q(link.table)) (\(names.joined(separator: ", "))) VALUES ("
                     + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")", values)
         }
+    }
+
+    /// Inside a transaction: forgets what the link table of `link` says about the entity whose key is
+    /// `key` — as the source (`target` false: its links become unknown) or as a target (it leaves the
+    /// lists that named it). An offline write that changes a link without a referential constraint
+    /// calls it, so that the mirror answers 501 rather than a link it no longer knows.
+    static func forgetLinks(_ db: Database, _ link: MirrorLinkNavigation, key: [SQLValue], asTarget: Bool)
+        throws
+    {
+        let columns =
+            asTarget
+            ? link.targetKey.map { MirrorLinkNavigation.targetColumn($0.name) }
+            : link.sourceKey.map { MirrorLinkNavigation.sourceColumn($0.name) }
+        guard columns.count == key.count, !key.isEmpty else { return }
+        try db.run(
+            "DELETE FROM \(q(link.table)) WHERE " + columns.map { "\(q($0)) = ?" }.joined(separator: " AND "),
+            key)
+    }
+
+    /// Inside a transaction: removes the links offline writes recorded (once nothing is queued and a
+    /// download has the upstream's own).
+    static func dropLocalLinks(_ db: Database, _ model: MirrorModel) throws {
+        for navs in model.links.values {
+            for link in navs.values {
+                try db.run(
+                    "DELETE FROM \(q(link.table)) WHERE \"_dr\" = ?", [.text(MirrorWriter.createdScope)])
+            }
+        }
+    }
+
+    /// The key values of `members` for `key`'s properties, encoded as link-table columns; nil when one is
+    /// missing.
+    static func linkKey(_ members: [(String, RawJSON)], _ key: [(name: String, type: EdmPrimitiveType)])
+        -> [SQLValue]?
+    {
+        var out: [SQLValue] = []
+        for k in key {
+            let v = MirrorColumn.encode(MirrorColumn.lookup(members, [k.name]), k.type)
+            if case .null = v { return nil }
+            out.append(v)
+        }
+        return out
     }
 
     /// The link records one wire entity of `set` shows for its expanded navigation `name` (the marker

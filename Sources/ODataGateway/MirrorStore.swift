@@ -323,6 +323,8 @@ public final class ODataMirror: Sendable {
                         }
                     }
                     try db.run(#"DELETE FROM "_mg_scope" WHERE request = ?"#, [.text(request)])
+                    // Links recorded by offline writes give way to the upstream's once all is uploaded.
+                    if pending != nil, !p.queued { try Self.dropLocalLinks(db, m) }
                     try Self.replaceLinks(db, m, request: request, links: links)
                     for (set, entities) in rows.sorted(by: { $0.key < $1.key }) where m.layouts[set] != nil {
                         try Self.storeDownloaded(

@@ -105,16 +105,19 @@ struct ODataRouter: ODataServicePart {
             pool.submit { [self] in answerRead(request, responder, mayForward: true) }
             return
         }
-        // The upstream unreachable, failing (5xx) or rate limiting (429): the mirror answers instead.
+        // The upstream unreachable, too slow to answer whole within the budget, failing (429, 502, 503,
+        // 504, a 500 that is no OData error: ``ODataForwarder/isUpstreamFailure(status:headers:body:)``):
+        // the mirror answers instead. The upstream's own final answer (4xx, 501, its OData error) is relayed.
         let answerLocally: @Sendable () -> Bool = { [self] in
             pool.submit { [self] in answerRead(request, responder, mayForward: false) }
             return true
         }
-        // On 5xx/429 only a mirror that holds downloaded data answers; one with no defining requests or no
-        // finished download would answer empty sets, a silent difference: the upstream's error is relayed.
+        // On a failing answer only a mirror that holds downloaded data answers; one with no defining
+        // requests or no finished download would answer empty sets, a silent difference: the upstream's
+        // answer is relayed.
         forwarder.forward(
             request, OriginResponder(inner: responder, origin: "remote"), fallback: { _ in answerLocally() },
-            onServerError: { [self] _ in holdsDownloadedData && answerLocally() })
+            onUpstreamFailure: { [self] _ in holdsDownloadedData && answerLocally() })
     }
 
     /// Whether the mirror holds data from a finished download of at least one defining request.

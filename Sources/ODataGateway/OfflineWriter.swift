@@ -324,7 +324,11 @@ struct ODataOfflineWriter: ODataServicePart {
                     binds.append((nav, link))
                 } else if nav.isCollection, let links = value.elements, links.allSatisfy({ $0.string != nil })
                 {
-                    // Links of a collection navigation: kept in the queued body, not in the mirror's rows.
+                    // Links of a collection navigation: kept in the queued body, not in the mirror's rows;
+                    // what link tables said about the entities bound is forgotten.
+                    for link in links.compactMap(\.string) {
+                        try forgetLinks(w, changing: nav, in: type, boundTo: link, collection: true)
+                    }
                 } else {
                     throw ODataServiceError(
                         400, "BadRequest",
@@ -360,6 +364,7 @@ struct ODataOfflineWriter: ODataServicePart {
         // again when it is stored).
         try WriteChecks.check(members, ofType: type, model: m.model, for: .update)
         for (nav, link) in binds where !nav.isCollection {
+            try forgetLinks(w, changing: nav, in: type, boundTo: link, collection: false)
             let values = try linkedKeyValues(w, link: link)
             for c in nav.referentialConstraints {
                 if let v = values.first(where: { $0.0 == c.referencedProperty })?.1 {
@@ -368,6 +373,26 @@ struct ODataOfflineWriter: ODataServicePart {
             }
         }
         return (type, members, nested)
+    }
+
+    /// An offline bind of `nav` (a navigation of `type` without referential constraint) to the entity
+    /// `link` addresses changes links the link tables may record: the bound entity's partner list
+    /// (single-valued bind: the list gains an entity) or partner link (collection bind: the entity moves
+    /// to another owner, and leaves its old owner's list) is forgotten, so that the mirror answers 501 for
+    /// it rather than links it no longer knows.
+    private func forgetLinks(
+        _ w: MirrorWriter, changing nav: EdmNavigationProperty, in type: String, boundTo link: String,
+        collection: Bool
+    ) throws {
+        let m = w.model
+        guard nav.referentialConstraints.isEmpty, let partner = nav.partner,
+            let bound = try? linkedEntity(w, link: link), let back = m.links[bound.layout.set.name]?[partner],
+            let key = ODataMirror.linkKey(bound.members, back.sourceKey)
+        else { return }
+        try ODataMirror.forgetLinks(w.db, back, key: key, asTarget: false)
+        if collection, let forward = m.links[back.targetSet]?[nav.name] {
+            try ODataMirror.forgetLinks(w.db, forward, key: key, asTarget: true)
+        }
     }
 
     /// The stored properties of the entity a link (`Customers('X')`, a URL under the service root) addresses.
@@ -471,6 +496,7 @@ struct ODataOfflineWriter: ODataServicePart {
             members.filter { !mintedKeys.contains($0.0) }, ofType: type, model: m.model, for: .create,
             exempt: mintedKeys)
         try insert(w, layout: layout, members: members, parent: parent, type: type)
+        var linked: [String: (nav: EdmNavigationProperty, children: [[(String, RawJSON)]])] = [:]
         for (nav, item, target, index) in dependents {
             var inner = try splitBody(w, type: target.entityType, item, allowNested: true)
             for c in nav.referentialConstraints {
@@ -482,6 +508,25 @@ struct ODataOfflineWriter: ODataServicePart {
                 w, layout: target, type: inner.type, members: inner.members, nested: inner.nested,
                 record: &record, parent: target.container != nil ? members : nil, depth: depth + 1)
             if innerMinted, depth == 0 { record.append(Self.nestedRecord(m, target, nav, index, stored)) }
+            if m.links[layout.set.name]?[nav.name] != nil {
+                linked[nav.name, default: (nav: nav, children: [])].children.append(stored)
+            }
+        }
+        // Links the gateway made itself: the new entity's link-table navigations given in the deep insert
+        // are all its links (it is new), and each new nested entity's partner link leads back to it.
+        for (name, entry) in linked.sorted(by: { $0.key < $1.key }) {
+            guard let link = m.links[layout.set.name]?[name] else { continue }
+            var records = ODataMirror.linkRecords(
+                model: m, set: layout.set.name, properties: members, navigation: name, related: entry.children
+            )
+            if !link.isCollection, let partner = entry.nav.partner, m.links[link.targetSet]?[partner] != nil {
+                for child in entry.children {
+                    records += ODataMirror.linkRecords(
+                        model: m, set: link.targetSet, properties: child, navigation: partner,
+                        related: [members])
+                }
+            }
+            try ODataMirror.addLinks(w.db, m, scope: MirrorWriter.createdScope, links: records)
         }
         return (members, !mintedKeys.isEmpty)
     }

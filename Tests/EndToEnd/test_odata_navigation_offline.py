@@ -153,10 +153,14 @@ def test_navigation_without_constraints_same_answers_online_and_offline(gateway_
 
 def test_links_never_downloaded_are_an_honest_501(gateway_factory, upstream_without_constraints):
     up = upstream_without_constraints["up"]
+    # Orders are mirrored with their Customer but not whole (a filter): the reverse direction is unknown.
     gw = gateway_factory(
         config(
             up.root,
-            [{"name": "customers", "query": "Customers"}, {"name": "orders", "query": "Orders?$expand=Customer"}],
+            [
+                {"name": "customers", "query": "Customers"},
+                {"name": "orders", "query": "Orders?$expand=Customer&$filter=OrderID gt 0"},
+            ],
         )
     )
     wait_downloaded(gw, "nw")
@@ -177,6 +181,49 @@ def test_links_never_downloaded_are_an_honest_501(gateway_factory, upstream_with
     # The other direction was expanded: answered.
     r = get(gw, MOUNT + "Orders(10250)/Customer/$ref")
     assert r.status_code == 200 and r.json()["@odata.id"] == gw.url(MOUNT + "Customers('BONAP')")
+
+
+def test_collection_known_from_its_single_valued_partner_downloaded_whole(gateway_factory, upstream_without_constraints):
+    # Issue 24 item 4: Customers plain, Orders whole with $expand=Customer. Customer.Orders has no constraint,
+    # but its partner Order.Customer is known for every order, so Customers('X')/Orders is exactly the orders
+    # whose Customer is X.
+    up = upstream_without_constraints["up"]
+    gw = gateway_factory(
+        config(
+            up.root,
+            [{"name": "customers", "query": "Customers"}, {"name": "orders", "query": "Orders?$expand=Customer"}],
+        )
+    )
+    wait_downloaded(gw, "nw")
+    paths = [
+        "Customers('ALFKI')/Orders",
+        "Customers('BONAP')/Orders?$orderby=Freight desc&$select=OrderID,Freight",
+        "Customers('ANATR')/Orders",
+        "Customers('ALFKI')/Orders/$count",
+        "Customers?$expand=Orders&$orderby=CustomerID",
+        "Customers('BONAP')?$expand=Orders($select=OrderID)",
+        "Customers('ALFKI')/Orders/$ref",
+    ]
+
+    def scenario():
+        out = {}
+        for p in paths:
+            r = get(gw, MOUNT + p, headers={"Accept": "text/plain"} if p.endswith("$count") else None)
+            assert r.status_code == 200, (p, r.status_code, r.text)
+            out[p] = (r.headers["X-Mirrorgate-Origin"], r.text if p.endswith("$count") else r.json())
+        return out
+
+    online = scenario()
+    assert online[paths[0]][1]["value"], online[paths[0]]
+    up.stop()
+    upstream_without_constraints["stopped"] = True
+    offline = scenario()
+    for p in paths:
+        assert online[p][0] == "remote" and offline[p][0] == "local", p
+        assert offline[p][1] == online[p][1], (p, online[p][1], offline[p][1])
+    # A filter through the navigation still needs the links themselves.
+    r = get(gw, MOUNT + "Customers?$filter=Orders/any()")
+    assert r.status_code == 501, r.text
 
 
 def test_single_valued_partner_known_from_the_other_side(gateway_factory, upstream_without_constraints):
@@ -265,3 +312,37 @@ def test_v2_links_online_and_offline(gateway_factory):
         if sap["proc"].poll() is None:
             sap["proc"].kill()
         sap["proc"].wait(timeout=5)
+
+
+def test_links_made_offline_by_a_deep_insert_are_answered(gateway_factory, upstream_without_constraints):
+    # Issue 24 item 4: an offline deep insert makes the links of Customer.Orders (no constraint) itself, so
+    # $expand and navigation answer them; a later offline bind to a customer makes its list unknown (501),
+    # never a list that misses the bound order.
+    up = upstream_without_constraints["up"]
+    gw = gateway_factory(config(up.root, EXPANDING))
+    wait_downloaded(gw, "nw")
+    up.stop()
+    upstream_without_constraints["stopped"] = True
+    body = {"CustomerID": "NEWCU", "CompanyName": "New Co", "Orders": [{"Freight": 1.5}, {"Freight": 2.5}]}
+    r = requests.post(gw.url(MOUNT + "Customers"), json=body, headers={"Accept": "application/json"}, timeout=10)
+    assert r.status_code == 201, r.text
+    r = get(gw, MOUNT + "Customers('NEWCU')?$expand=Orders($orderby=Freight)")
+    assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "local", r.text
+    orders = r.json()["Orders"]
+    assert [float(o["Freight"]) for o in orders] == [1.5, 2.5], orders
+    r = get(gw, MOUNT + "Customers('NEWCU')/Orders/$count", headers={"Accept": "text/plain"})
+    assert (r.status_code, r.text) == (200, "2"), r.text
+    r = get(gw, MOUNT + f"Orders({orders[0]['OrderID']})/Customer")
+    assert r.status_code == 200 and r.json()["CustomerID"] == "NEWCU", r.text
+    # A bind made offline to customers whose orders were known (downloaded, or made by the deep insert).
+    for customer in ["NEWCU", "ALFKI"]:
+        assert get(gw, MOUNT + f"Customers('{customer}')/Orders").status_code == 200
+        r = requests.post(
+            gw.url(MOUNT + "Orders"),
+            json={"Freight": 3.5, "Customer@odata.bind": f"Customers('{customer}')"},
+            headers={"Accept": "application/json"},
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        r = get(gw, MOUNT + f"Customers('{customer}')/Orders")
+        assert r.status_code == 501, (customer, r.status_code, r.text)

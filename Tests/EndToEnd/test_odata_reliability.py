@@ -2,8 +2,9 @@
 
 - D8: a forwarded write and its CSRF token fetch share one budget (the service's `timeout`); a write is
   never sent after the token fetch failed, so a client that got 504 never finds its write committed later.
-- onlineFirst reads: an upstream answering 500, 503 or 429 is answered from the mirror (as
-  `fallbackOnFailure` does for Algolia), not relayed.
+- onlineFirst reads: an upstream answering 503, 429 or a 500 that is no OData error (a proxy's page) is
+  answered from the mirror (as `fallbackOnFailure` does for Algolia), not relayed (the service's own
+  answers are relayed: `test_odata_conventions.py`).
 - The `Host` header reaches `@odata.context` (and every gateway URL) only when it is a plain authority.
 
 Chain: gateway → FaultInjector (upstreams/faults.py) → odatapy Northwind V4.
@@ -83,6 +84,7 @@ def test_online_first_reads_answer_from_the_mirror_when_the_upstream_fails(gatew
     assert r.status_code == 200 and r.headers["X-Mirrorgate-Origin"] == "remote"
     online = [p["ProductID"] for p in r.json()["value"]]
     proxy.status_for["GET"] = status
+    proxy.body_for[500] = ("text/html", b"<html><body>502 Proxy Error</body></html>")
     for target in ["Products?$orderby=ProductID", "Products(3)", "Customers('ALFKI')/Orders"]:
         r = requests.get(gw.url(MOUNT + target), headers=ACCEPT, timeout=10)
         assert r.status_code == 200, (target, r.status_code, r.text)

@@ -140,3 +140,63 @@ private func violation(
     #expect(ODataPayloadValidator.problem(with: .string("1h"), as: .duration, version: .v4) != nil)
     #expect(ODataPayloadValidator.problem(with: .number("1e40"), as: .decimal, version: .v4) != nil)
 }
+
+/// A V4 model in SAP A2X's style: a non-nullable collection of messages on the entity type, and the Core
+/// vocabulary's `Computed` and `Immutable` terms inline and out of line.
+private let a2x = Result {
+    try CSDLParser.parse(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
+        <edmx:Reference Uri="https://oasis-tcs.github.io/odata-vocabularies/vocabularies/Org.OData.Core.V1.xml">
+        <edmx:Include Namespace="Org.OData.Core.V1" Alias="Core"/></edmx:Reference>
+        <edmx:DataServices><Schema Namespace="S" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+        <ComplexType Name="Message"><Property Name="code" Type="Edm.String"/></ComplexType>
+        <EntityType Name="Order"><Key><PropertyRef Name="ID"/></Key>
+        <Property Name="ID" Type="Edm.String" Nullable="false"/>
+        <Property Name="Kind" Type="Edm.String" Nullable="false"/>
+        <Property Name="Created" Type="Edm.DateTimeOffset" Nullable="false">
+          <Annotation Term="Core.Computed" Bool="true"/></Property>
+        <Property Name="Changed" Type="Edm.DateTimeOffset" Nullable="false"/>
+        <Property Name="Owner" Type="Edm.String" Nullable="false">
+          <Annotation Term="Org.OData.Core.V1.Immutable"/></Property>
+        <Property Name="Shown" Type="Edm.String" Nullable="false">
+          <Annotation Term="Core.Computed" Bool="false"/></Property>
+        <Property Name="SAP__Messages" Type="Collection(S.Message)" Nullable="false"/>
+        </EntityType>
+        <EntityContainer Name="C"><EntitySet Name="Orders" EntityType="S.Order"/></EntityContainer>
+        <Annotations Target="S.Order/Changed"><Annotation Term="Core.Computed"/></Annotations>
+        </Schema></edmx:DataServices></edmx:Edmx>
+        """)
+}
+
+@Test func protocolDefaultsOfACreateAreNotRequired() throws {
+    let model = try a2x.get()
+    let order = "S.Order"
+    let props = Dictionary(uniqueKeysWithValues: model.properties(of: order).map { ($0.name, $0) })
+    #expect(props["Created"]?.isComputed == true && props["Changed"]?.isComputed == true)
+    #expect(props["Owner"]?.isImmutable == true && props["Owner"]?.isComputed == false)
+    #expect(props["Shown"]?.isComputed == false)
+    // OData 4.01 §11.4.2: an omitted collection is an empty one; computed properties are the service's.
+    #expect(try violation(#"{"Kind":"OR","Owner":"me","Shown":"x"}"#, order, .create, model: model) == nil)
+    #expect(
+        try violation(
+            #"{"Kind":"OR","Owner":"me","Shown":"x","SAP__Messages":[]}"#, order, .create, model: model)
+            == nil)
+    // A non-nullable single value without a default is still required; a collection given is checked.
+    #expect(try violation(#"{"Owner":"me","Shown":"x"}"#, order, .create, model: model)?.target == "Kind")
+    #expect(try violation(#"{"Kind":"OR","Shown":"x"}"#, order, .create, model: model)?.target == "Owner")
+    #expect(
+        try violation(
+            #"{"Kind":"OR","Owner":"me","Shown":"x","SAP__Messages":7}"#, order, .create, model: model)?
+            .target == "SAP__Messages")
+    // Values the service ignores: null is not refused; another value is still typed.
+    #expect(
+        try violation(#"{"Kind":"OR","Owner":"me","Shown":"x","Created":null}"#, order, .create, model: model)
+            == nil)
+    #expect(
+        try violation(#"{"Created":"yesterday"}"#, order, .update, model: model)?.target == "Created")
+    #expect(try violation(#"{"Owner":null}"#, order, .update, model: model) == nil)
+    #expect(try violation(#"{"Owner":null}"#, order, .create, model: model)?.target == "Owner")
+    #expect(try violation(#"{"Kind":null}"#, order, .update, model: model)?.target == "Kind")
+}

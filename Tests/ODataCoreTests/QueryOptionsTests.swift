@@ -54,6 +54,30 @@ import Testing
         #expect(throws: ODataError.self) { try parse(deep) }
     }
 
+    @Test func selectItemsWithParentheses() {
+        func kind(_ query: String) -> ODataError.Kind? {
+            do {
+                _ = try parse(query)
+                return nil
+            } catch let error as ODataError {
+                return error.kind
+            } catch {
+                return nil
+            }
+        }
+        // Malformed: 400 (a query error), never "not supported".
+        for query in ["$select=*,sqlite_version()", "$select=Name(x)", "$select=a(b", "$select=Name()"] {
+            #expect(kind(query) == .query, "\(query)")
+        }
+        // Valid 4.01 nested options or an operation's parameter names: not supported (501).
+        for query in [
+            "$select=Addresses($top=2;$skip=1)", "$select=NS.Function(a,b)",
+            "$select=Tags(filter=$it eq 'a')",
+        ] {
+            #expect(kind(query) == .notImplemented, "\(query)")
+        }
+    }
+
     @Test func selectPaths() throws {
         let q = try parse("$select=*,Address/City,NorthwindModel.*, Name ")
         #expect(q.select?.map(\.path) == [["*"], ["Address", "City"], ["NorthwindModel.*"], ["Name"]])

@@ -7,6 +7,7 @@ import http.server
 import socket
 import struct
 import threading
+import time
 
 
 class QuietServer(http.server.ThreadingHTTPServer):
@@ -247,7 +248,10 @@ class FaultInjector(LoopbackProxy):
     """Loopback HTTP proxy in front of one origin that fails on purpose before the origin sees a request:
 
     - `status_for[method] = status` answers requests of that method with `status` (an OData error body,
-      `Retry-After: 1` for 503 and 429) without forwarding them;
+      `Retry-After: 1` for 503 and 429) without forwarding them; `body_for[status] = (content_type, bytes)`
+      replaces that body (a proxy's HTML page, say);
+    - `trickle_for[method] = seconds`: the origin's answer to requests of that method is relayed with its
+      head at once and its body in four pieces, `seconds` apart (a slow upstream's body);
     - `fetch_gate` (a threading.Event): a CSRF token fetch (`X-CSRF-Token: Fetch`) waits for it, at most
       `gate_limit` seconds, before it is forwarded (a slow upstream session).
 
@@ -256,6 +260,8 @@ class FaultInjector(LoopbackProxy):
 
     def __init__(self, origin: str, port: int = 0):
         self.status_for: dict[str, int] = {}
+        self.body_for: dict[int, tuple[str, bytes]] = {}
+        self.trickle_for: dict[str, float] = {}
         self.fetch_gate: threading.Event | None = None
         self.gate_limit = 20.0
         self.injected: dict[int, int] = {}
@@ -272,9 +278,11 @@ class FaultInjector(LoopbackProxy):
         if status is not None:
             with self._lock:
                 self.injected[status] = self.injected.get(status, 0) + 1
-            data = b'{"error":{"code":"Injected","message":"injected failure"}}'
+            content_type, data = self.body_for.get(
+                status, ("application/json", b'{"error":{"code":"Injected","message":"injected failure"}}')
+            )
             h.send_response_only(status)
-            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Type", content_type)
             h.send_header("Content-Length", str(len(data)))
             if status in (429, 503):
                 h.send_header("Retry-After", "1")
@@ -293,7 +301,29 @@ class FaultInjector(LoopbackProxy):
             return
         with self._count_lock:
             self.forwarded[h.command] = self.forwarded.get(h.command, 0) + 1
-        self._relay(h, *answer)
+        gap = self.trickle_for.get(h.command)
+        if gap is None:
+            self._relay(h, *answer)
+        else:
+            self._trickle(h, answer, gap)
+
+    def _trickle(self, h, answer, gap: float) -> None:
+        status, reason, out, data = answer
+        data = self.rewrite(data)
+        try:
+            h.send_response_only(status, reason)
+            for k, v in out:
+                h.send_header(k, self.rewrite(v))
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.flush()
+            step = max(1, len(data) // 4 + 1)
+            for i in range(0, len(data), step):
+                h.wfile.write(data[i : i + step])
+                h.wfile.flush()
+                time.sleep(gap)
+        except OSError:
+            h.close_connection = True
 
 
 UPLOAD_FAULTS = {
