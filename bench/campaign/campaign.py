@@ -50,7 +50,8 @@ def _reexec_in_venv() -> None:
         str(REPO.parent / "main" / ".e2e-venv" / "bin" / "python"),
         "/work/e2e-venv/bin/python",
     ):
-        if cand and Path(cand).is_file() and os.access(cand, os.X_OK) and Path(cand).resolve() != Path(sys.executable).resolve():
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK) and not os.environ.get("CAMPAIGN_REEXEC"):
+            os.environ["CAMPAIGN_REEXEC"] = "1"  # once only
             os.execv(cand, [cand, __file__, *sys.argv[1:]])
     sys.exit("campaign: needs the end-to-end venv (odatapy, mock-sap): run scripts/test.sh once or set PYTHON")
 
@@ -519,7 +520,7 @@ def chunk(body: bytes, rng: random.Random | None = None) -> bytes:
     for _ in range(100_000):
         if i >= len(body):
             break
-        n = rng.randrange(1, 4097)
+        n = min(rng.randrange(1, 4097), len(body) - i)
         out += f"{n:x}\r\n".encode() + body[i:i + n] + b"\r\n"
         i += n
     return out + b"0\r\n\r\n"
@@ -528,9 +529,11 @@ def chunk(body: bytes, rng: random.Random | None = None) -> bytes:
 class Exchange:
     """What one probe sent and got: `responses` are (status, headers dict, body) parsed from the stream."""
 
-    def __init__(self, surface: str, label: str, sent: bytes, requests: int, complete: bool, path: str):
+    def __init__(self, surface: str, label: str, sent: bytes, requests: int, complete: bool, path: str,
+                 paths: list[str] | None = None):
         self.surface, self.label, self.sent = surface, label, sent
         self.requests, self.complete, self.path = requests, complete, path
+        self.paths = paths or [path] * requests
         self.raw = b""
         self.responses: list[tuple[int, dict, bytes]] = []
         self.outcome = ""  # "answered", "closed", "hang", "refused", "reset"
@@ -538,7 +541,8 @@ class Exchange:
 
 
 def parse_responses(raw: bytes, head_only_first: bool = False) -> tuple[list, bool]:
-    """Responses in `raw`; the flag says whether the stream was well-formed HTTP throughout."""
+    """Responses in `raw`; the flag says whether the stream ended on a complete response (well-formed HTTP
+    throughout, the last body complete; a body delimited by the close is never complete before it)."""
     out, i = [], 0
     for _ in range(64):
         if i >= len(raw):
@@ -584,10 +588,12 @@ def parse_responses(raw: bytes, head_only_first: bool = False) -> tuple[list, bo
                 return out, False
             body = raw[j:j + n]
             j += n
+            if len(body) < n:
+                return out + [(status, hdrs, body)], False
         else:
-            body = raw[j:]
-            j = len(raw)
-        out.append((status, hdrs, body))
+            return out + [(status, hdrs, raw[j:])], False
+        if not 100 <= status < 200:  # an interim answer (100 Continue) is not a response of its own
+            out.append((status, hdrs, body))
         i = j
     return out, True
 
@@ -620,7 +626,8 @@ def exchange(port: int, ex: Exchange, *, slow: bool = False, half_close: bool = 
         except OSError:
             pass  # the server may answer and close before reading all of a large body
         chunks, total = [], 0
-        deadline = time.monotonic() + limit
+        grace_end = None
+        deadline = time.monotonic() + limit + REQUEST_TIMEOUT * max(0, ex.requests - 1)
         ex.outcome = "hang"
         for _ in range(100_000):
             left = deadline - time.monotonic()
@@ -630,6 +637,8 @@ def exchange(port: int, ex: Exchange, *, slow: bool = False, half_close: bool = 
             try:
                 c = s.recv(262144)
             except socket.timeout:
+                if grace_end is not None and time.monotonic() >= grace_end:
+                    break
                 continue
             except ConnectionResetError:
                 ex.outcome = "reset"
@@ -645,6 +654,16 @@ def exchange(port: int, ex: Exchange, *, slow: bool = False, half_close: bool = 
             if total > 64 << 20:
                 ex.outcome = "closed"
                 break
+            if grace_end is None and b"text/event-stream" in b"".join(chunks)[:2000].lower():
+                ex.outcome = "answered"  # a stream (`/_mirrorgate/events`): its head is the answer
+                break
+            if grace_end is None:
+                got, complete = parse_responses(b"".join(chunks), head_only_first=ex.sent.startswith(b"HEAD "))
+                if complete and len(got) >= ex.requests:
+                    # every answer is in: a short wait for anything more (a second head), then done
+                    grace_end = time.monotonic() + 0.3
+                    deadline = min(deadline, grace_end)
+                    ex.outcome = "answered"
         ex.raw = b"".join(chunks)
         if ex.raw:
             ex.responses, _ = parse_responses(ex.raw, head_only_first=ex.sent.startswith(b"HEAD "))
@@ -673,7 +692,7 @@ class Findings:
             entry = self.by_key.get(key)
             if entry is None:
                 self.n += 1
-                name = f"{self.n:03d}-{kind}-{surface}"
+                name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.n:03d}-{kind}-{surface}")
                 (self.out / f"{name}.bin").write_bytes(sent)
                 (self.out / f"{name}.response").write_bytes(got[:65536])
                 entry = {"kind": kind, "surface": surface, "detail": detail, "file": f"{name}.bin", "count": 0}
@@ -685,10 +704,29 @@ class Findings:
         return sum(self.counts.values())
 
 
+ODATA_MOUNTS = ("/odata/nw/", "/odata/sap/", "/odata/ctl/")
+
+
+def crash_signature(stderr: str) -> str:
+    """`*** Program crashed: …` (or `Fatal error: …`) and the first frame of the crashed thread in mirrorgate."""
+    lines = stderr.splitlines()
+    head = next((ln.strip() for ln in lines if "Program crashed" in ln or "Fatal error" in ln), "")
+    frame = ""
+    for i, ln in enumerate(lines):
+        if ln.rstrip().endswith("crashed:"):
+            for fr in lines[i + 1:i + 60]:
+                if " in mirrorgate at " in fr and "<compiler-generated>" not in fr:
+                    frame = re.sub(r"^\s*\d+\s+(\[[^]]*\]\s*)*0x[0-9a-f]+\s+", "", fr.strip())
+                    frame = re.sub(r" \+ \d+ in mirrorgate at /\S*?/Sources/", " @ Sources/", frame)
+                    break
+            break
+    return f"{head} {frame}".strip()[:300]
+
+
 def mount_of(path: str) -> str:
     if path.startswith("/1/") or path == "/1":
         return "algolia"
-    if path.startswith("/odata/"):
+    if path.startswith(ODATA_MOUNTS) or path + "/" in ODATA_MOUNTS:
         return "odata"
     if path.startswith("/_mirrorgate"):
         return "admin"
@@ -748,7 +786,6 @@ def format_problem(where: str, status: int, hdrs: dict, body: bytes) -> str | No
 
 def judge(ex: Exchange, f: Findings, stats: dict) -> None:
     surface = ex.surface
-    where = mount_of(ex.path)
     if ex.outcome == "refused":
         return
     if ex.outcome == "hang":
@@ -766,8 +803,13 @@ def judge(ex: Exchange, f: Findings, stats: dict) -> None:
         heads = ", ".join(str(r[0]) for r in ex.responses)
         f.add("extra-response", surface, f"{ex.label}: {len(ex.responses)} responses ({heads}) for {ex.requests} request(s)",
               ex.sent, ex.raw, key_extra=f"{ex.label.split(':')[0]}|{heads}")
-    for status, hdrs, body in ex.responses:
+    for k, (status, hdrs, body) in enumerate(ex.responses):
+        where = mount_of(ex.paths[k]) if k < len(ex.paths) else mount_of(ex.path)
         stats["status"][status // 100] = stats["status"].get(status // 100, 0) + 1
+        if body.startswith(b"HTTP/1."):
+            f.add("extra-response", surface, f"{ex.label}: a second response head inside the body of a {status}: "
+                  f"{body[:40]!r}", ex.sent, ex.raw, key_extra=f"{ex.label.split(':')[0]}|inner|{status}")
+            continue
         if where == "algolia" and status >= 500:
             f.add("5xx-under-/1/", surface, f"{ex.label}: {status} {body[:100]!r}", ex.sent, ex.raw,
                   key_extra=f"{status}|{ex.label.split(':')[0]}|{body[:40]!r}")
@@ -792,6 +834,8 @@ class Campaign:
         self.all_seeds = seeds()
         keep = set(args.surfaces.split(",")) if args.surfaces else set(self.all_seeds) | {"framing"}
         self.framing = "framing" in keep
+        # the event stream never ends: not in pipelines and framing probes
+        self.framing_seeds = [s for v in self.all_seeds.values() for s in v if "/events" not in s[1]]
         self.seeds = {k: v for k, v in self.all_seeds.items() if k in keep}
         self.stats = {"sent": {}, "status": {}, "health": [0, 0, 0.0], "restarts": 0}
         self.stats_lock = threading.Lock()
@@ -799,6 +843,8 @@ class Campaign:
         self.recent: list[tuple[bytes, str]] = []
         self.gw: Gateway | None = None
         self.gw_lock = threading.Lock()
+        self.gen = 0  # one more at every (re)start of the gateway
+        self.gen_started = 0.0
         self.samples: list[tuple[float, int, int]] = []  # (t, rss kB, fds)
         self.crashes: list[dict] = []
         self.control = {"odata": {"acked": set(), "unknown": set(), "refused": 0},
@@ -845,9 +891,12 @@ class Campaign:
 
     def start_gateway(self) -> None:
         gw = Gateway(self.work / "gw", self.cfg, name="campaign")
+        self.stderr_at = len(gw.stderr())
         gw.start()
         with self.gw_lock:
             self.gw = gw
+            self.gen += 1
+            self.gen_started = time.monotonic() - getattr(self, "t0", time.monotonic())
 
     @property
     def port(self) -> int:
@@ -892,7 +941,7 @@ class Campaign:
         return Exchange(surface, f"{surface}/{label}", sent, 1, True, target.split("?", 1)[0]), {}
 
     def framing_probe(self, rng: random.Random, m: Mutator) -> tuple[Exchange, dict]:
-        pick = rng.choice([s for v in self.all_seeds.values() for s in v])
+        pick = rng.choice(self.framing_seeds)
         method, target, headers, body = pick
         path = target.split("?", 1)[0]
         kind = rng.randrange(12)
@@ -972,11 +1021,12 @@ class Campaign:
             n = rng.choice([2, 3, 8])
             reqs = []
             for i in range(n):
-                mm, tt, hh, bb = rng.choice([s for v in self.all_seeds.values() for s in v])
+                mm, tt, hh, bb = rng.choice(self.framing_seeds)
                 if mm == "HEAD":
                     mm = "GET"
                 reqs.append(build(mm, tt, hh, bb, close=(i == n - 1)))
             sent, count = b"".join(reqs), n
+            paths = [sent_path(r) for r in reqs]
             label = f"pipeline:{n}"
         elif kind == 6:  # a slow head (and body)
             sent = build(method, target, headers, body)
@@ -1009,7 +1059,9 @@ class Campaign:
             complete = False
         if kind == 1:
             path = sent_path(sent)
-        return Exchange("framing", f"framing/{label}", sent, count, complete, path), opts
+        if kind != 5:
+            paths = None
+        return Exchange("framing", f"framing/{label}", sent, count, complete, path, paths), opts
 
     def worker(self, wid: int) -> None:
         rng = random.Random(self.args.seed * 1000 + wid)
@@ -1025,17 +1077,25 @@ class Campaign:
                 print(f"[campaign] probe builder error: {exc!r}", flush=True)
                 continue
             self.inflight[wid] = (time.monotonic(), ex.sent, ex.label)
+            gen = self.gen
             exchange(self.port, ex, slow=opts.get("slow", False), half_close=opts.get("half_close", False), rng=rng)
             self.inflight.pop(wid, None)
             with self.stats_lock:
                 self.stats["sent"][ex.surface] = self.stats["sent"].get(ex.surface, 0) + ex.requests
-                self.recent.append((ex.sent, ex.label))
+                self.recent.append((ex.sent, ex.label, time.monotonic()))
                 del self.recent[:-50]
             if ex.outcome in ("refused",) or (ex.outcome in ("closed", "reset") and not ex.raw and not self.gw.alive()):
                 continue
-            if not self.gw.alive():
+            if not self.gw.alive() or gen != self.gen:
                 continue  # the crash is recorded by the monitor with its in-flight requests
-            judge(ex, self.findings, self.stats)
+            if ex.outcome in ("closed", "reset") and not ex.responses:
+                time.sleep(0.5)  # a connection reset by a process that is exiting is the crash's, not a finding
+                if not self.gw.alive() or gen != self.gen:
+                    continue
+            try:
+                judge(ex, self.findings, self.stats)
+            except Exception as exc:
+                print(f"[campaign] judge error: {exc!r}", flush=True)
 
     # -- control stream --------------------------------------------------
     def control_loop(self) -> None:
@@ -1057,7 +1117,11 @@ class Campaign:
                                                     ("Content-Type", "application/json")]
                 body = _j({"ctl": name})
                 kind, ok = "algolia", (200, 201)
+            gen = self.gen
             ex = exchange(self.port, Exchange("control", "control", build("POST", target, headers, body), 1, True, target))
+            if gen != self.gen or not self.gw.alive():
+                self.control[kind]["unknown"].add(name)
+                continue
             st = ex.responses[0][0] if ex.responses else 0
             with self.stats_lock:
                 self.stats["sent"]["control"] = self.stats["sent"].get("control", 0) + 1
@@ -1123,6 +1187,39 @@ class Campaign:
         self.samples.append((time.monotonic() - self.t0, rss, fds))
         return rss, fds
 
+    def fd_kinds(self) -> dict:
+        """The gateway's open FDs by what they point at (sockets by state, files by name)."""
+        out: dict[str, int] = {}
+        try:
+            pid = self.gw.proc.pid
+            inodes: dict[str, str] = {}
+            names = {int(u.rsplit(":", 1)[1]): n for n, u in self.up.urls.items()}
+            names[self.gw.port] = "client"
+            for table in ("tcp", "tcp6"):
+                for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                    f = line.split()
+                    state = {"01": "ESTABLISHED", "0A": "LISTEN", "08": "CLOSE_WAIT", "06": "TIME_WAIT",
+                             "04": "FIN_WAIT1", "05": "FIN_WAIT2"}.get(f[3], f[3])
+                    remote = int(f[2].rsplit(":", 1)[1], 16)
+                    local = int(f[1].rsplit(":", 1)[1], 16)
+                    peer = names.get(remote) or ("from client" if local == self.gw.port else "")
+                    inodes[f[9]] = f"{state} {peer}".strip()
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    t = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if t.startswith("socket:["):
+                    k = "socket " + inodes.get(t[8:-1], "other")
+                elif t.startswith("/"):
+                    k = "file " + Path(t).name
+                else:
+                    k = t.split(":")[0] + (":" + t.split("[")[0].split(":")[1] if t.startswith("anon_inode") else "")
+                out[k] = out.get(k, 0) + 1
+        except OSError as exc:
+            out["error"] = repr(exc)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
     def crash_loop(self) -> None:
         for _ in range(10_000_000):
             if self.stop.wait(0.2):
@@ -1131,14 +1228,13 @@ class Campaign:
             if gw is None or gw.alive():
                 continue
             code = gw.proc.returncode
-            tail = gw.stderr()[-3000:]
-            sig = ""
-            for line in reversed(tail.splitlines()):
-                if "Fatal error" in line or "fatal" in line.lower() or "Segmentation" in line or "Crash" in line:
-                    sig = line.strip()[:200]
-                    break
+            now = time.monotonic()
+            text = gw.stderr()
+            tail = text[self.stderr_at:] if len(text) >= self.stderr_at else text
+            sig = crash_signature(tail)
             inflight = list(self.inflight.values())
-            recent = list(self.recent)
+            # the requests still in flight, and those whose exchange ended within 3 s (reset by the crash)
+            recent = [(sent, label) for sent, label, end in self.recent if now - end < 3.0]
             n = len(self.crashes) + 1
             crash_dir = self.findings.out / f"crash-{n:02d}"
             crash_dir.mkdir(parents=True, exist_ok=True)
@@ -1148,9 +1244,10 @@ class Campaign:
             for i, (sent, label) in enumerate(recent[-10:]):
                 (crash_dir / f"recent-{i}.bin").write_bytes(sent)
                 (crash_dir / f"recent-{i}.label").write_text(label)
-            (crash_dir / "stderr-tail.txt").write_text(tail)
+            (crash_dir / "stderr.txt").write_text(tail[-200_000:])
             self.crashes.append({"code": code, "signature": sig or f"exit {code}", "dir": str(crash_dir),
-                                 "inflight": [lbl for _, _, lbl in inflight], "at": time.monotonic() - self.t0})
+                                 "inflight": [lbl for _, _, lbl in inflight] + [lbl for _, lbl in recent],
+                                 "at": time.monotonic() - self.t0})
             print(f"[FAIL] crash: exit {code} {sig!r}; in flight: {[lbl for _, _, lbl in inflight]} -> {crash_dir}", flush=True)
             self.findings.counts["crash"] = self.findings.counts.get("crash", 0) + 1
             if self.stop.is_set() or len(self.crashes) > self.args.max_restarts:
@@ -1331,26 +1428,64 @@ class Campaign:
             peak_fds = max((s[2] for s in self.samples), default=0)
             time.sleep(5)
             settled = self.sample()
+            report["fds_idle_by_kind"] = self.fd_kinds()
             report["drain"] = self.drain_and_check() if self.gw and self.gw.alive() else {"skipped": "gateway down"}
             after = self.sample()
             code, secs = self.gw.terminate(timeout=20)
             if code != 0:
                 self.findings.add("shutdown", "admin", f"SIGTERM: exit {code} after {secs:.1f}s", b"SIGTERM",
                                   self.gw.stderr()[-2000:].encode())
+            # RSS and FDs are judged on the process that ran last, from its warm-up on (after a crash the
+            # restarted process warms up again); not judged when it ran less than two warm-ups.
+            base = None
+            if duration - self.gen_started >= 2 * warmup:
+                base = next((smp[1:] for smp in self.samples if smp[0] >= self.gen_started + warmup), None)
             report.update(start=start, warm=warm, end_load=end_load, settled=settled, after_drain=after, peak=peak,
-                          peak_fds=peak_fds)
-            if warm and end_load and not self.crashes:
-                if end_load[0] > warm[0] * 1.2:
-                    self.findings.add("rss-growth", "gateway", f"RSS {warm[0]} kB after warm-up -> {end_load[0]} kB at the end "
-                                      f"(+{100 * (end_load[0] / warm[0] - 1):.0f} %)", b"")
-                if settled and settled[1] > warm[1] + 32:
-                    self.findings.add("fd-growth", "gateway", f"FDs {warm[1]} after warm-up -> {settled[1]} when idle", b"")
+                          peak_fds=peak_fds, baseline=base, last_process_since=round(self.gen_started))
+            if base and end_load:
+                if end_load[0] > base[0] * 1.2:
+                    self.findings.add("rss-growth", "gateway", f"RSS {base[0]} kB after warm-up -> {end_load[0]} kB at the end "
+                                      f"(+{100 * (end_load[0] / base[0] - 1):.0f} %)", b"")
+                if settled and settled[1] > base[1] + 32:
+                    self.findings.add("fd-growth", "gateway", f"FDs {base[1]} after warm-up -> {settled[1]} when idle", b"")
+            elif not base:
+                print("[campaign] RSS/FD growth not judged: the last process ran less than two warm-ups", flush=True)
         finally:
             self.stop.set()
             if self.gw and self.gw.alive():
                 self.gw.terminate(timeout=20)
             self.up.close()
         return self.summary(report)
+
+    def replay(self, files: list[Path]) -> int:
+        """Each file alone against a fresh gateway: exit status 1 when any of them crashed it or hung."""
+        os.environ["MIRRORGATE_BIN"] = str(Path(self.args.bin).resolve())
+        self.up = Upstreams(self.work)
+        bad = 0
+        try:
+            self.cfg = self.config()
+            for i, path in enumerate(files[:200]):
+                sent = path.read_bytes()
+                self.work = self.work / f"r{i}"  # a fresh data directory each
+                self.cfg["dataDir"] = str(self.work / "gw" / "data")
+                self.start_gateway()
+                head = sent.split(b"\r\n", 1)[0]
+                n = max(1, len(re.findall(rb"(?:^|\r\n\r\n|})(?:GET|POST|PUT|PATCH|DELETE|MERGE|HEAD) [^ ]+ HTTP/1\.1\r\nHost: 127", sent)))
+                ex = exchange(self.port, Exchange("replay", path.name, sent, n, False, sent_path(sent)))
+                time.sleep(1.0)
+                died = not self.gw.alive()
+                verdict = "CRASHED" if died else ex.outcome
+                statuses = [r[0] for r in ex.responses]
+                print(f"{path}: {verdict} {statuses} {head[:100]!r} ({ex.seconds:.1f}s)", flush=True)
+                if died:
+                    print("   stderr: " + " | ".join(self.gw.stderr().strip().splitlines()[-3:])[:400], flush=True)
+                bad += died or ex.outcome == "hang"
+                self.gw.terminate(timeout=15)
+        finally:
+            if self.gw and self.gw.alive():
+                self.gw.terminate(timeout=15)
+            self.up.close()
+        return 1 if bad else 0
 
     def summary(self, report: dict) -> int:
         f = self.findings
@@ -1361,13 +1496,20 @@ class Campaign:
         print(f"answers by class: {json.dumps({f'{k}xx': v for k, v in sorted(s['status'].items())})}")
         print(f"health probes: {s['health'][0]}, failed {s['health'][1]}, slowest {s['health'][2]:.2f}s; "
               f"upstream flaps: {s.get('flaps', 0)}; gateway restarts after a crash: {s['restarts']}")
-        print(f"RSS kB / FDs: start {report.get('start')}, after warm-up {report.get('warm')}, end of load {report.get('end_load')}, "
+        print(f"RSS kB / FDs judged from {report.get('baseline')} (the process started at {report.get('last_process_since')}s "
+              f"after warm-up); start {report.get('start')}, after warm-up {report.get('warm')}, end of load {report.get('end_load')}, "
               f"idle {report.get('settled')}, after drain {report.get('after_drain')}; peak RSS {report.get('peak')} kB, "
               f"peak FDs {report.get('peak_fds')}")
+        print(f"FDs when idle, by kind: {json.dumps(report.get('fds_idle_by_kind'))}")
         print(f"control: {json.dumps(report.get('drain', {}), sort_keys=True, default=str)[:1500]}")
         print(f"failures by kind: {json.dumps(f.counts, sort_keys=True)}")
+        by_sig: dict[str, list] = {}
         for c in self.crashes:
-            print(f"  crash at {c['at']:.0f}s: {c['signature']} (in flight: {c['inflight']}) -> {c['dir']}")
+            by_sig.setdefault(c["signature"], []).append(c)
+        for sig_, cs in by_sig.items():
+            print(f"  crash x{len(cs)}: {sig_}")
+            for c in cs[:3]:
+                print(f"      at {c['at']:.0f}s, in flight: {c['inflight'][:6]} -> {c['dir']}")
         for e in sorted(f.by_key.values(), key=lambda e: (e["kind"], e["surface"])):
             print(f"  {e['kind']:<18} x{e['count']:<5} {e['surface']:<14} {e['detail'][:150]}  [{e['file']}]")
         (f.out / "summary.json").write_text(json.dumps({
@@ -1388,14 +1530,19 @@ def main() -> int:
     p.add_argument("--flap", type=float, default=20.0, help="seconds per upstream phase (up, down, partly)")
     p.add_argument("--control-interval", type=float, default=0.5, help="seconds between two control writes")
     p.add_argument("--drain", type=float, default=180.0, help="bound in seconds of the queue drain at the end")
-    p.add_argument("--max-restarts", type=int, default=200, help="stop after this many crashes")
+    p.add_argument("--max-restarts", type=int, default=1000, help="stop after this many crashes")
     p.add_argument("--surfaces", help="comma-separated subset: algolia-read,algolia-write,odata-read,odata-write,"
                    "odata-batch,odata-atom,admin,framing")
     p.add_argument("--out", help="directory for reproducers (default bench/campaign/out/TIMESTAMP)")
+    p.add_argument("--replay", nargs="+", metavar="FILE",
+                   help="instead of a campaign: send each reproducer file alone to a freshly started gateway "
+                        "(upstreams up) and say whether it crashed, hung or was answered")
     args = p.parse_args()
     if not Path(args.bin).is_file():
         print(f"campaign: no binary at {args.bin}", file=sys.stderr)
         return 2
+    if args.replay:
+        return Campaign(args).replay([Path(x) for x in args.replay])
     return Campaign(args).run()
 
 
