@@ -799,7 +799,9 @@ def judge(ex: Exchange, f: Findings, stats: dict) -> None:
         elif ex.raw:
             f.add("malformed-response", surface, f"{ex.label}: not HTTP: {ex.raw[:60]!r}", ex.sent, ex.raw)
         return
-    if len(ex.responses) > ex.requests:
+    # More answers than requests is judged only when the framing was left intact: mutated bytes can make a
+    # second request of the rest of the stream (a mutated `Connection: close`, a body past Content-Length).
+    if len(ex.responses) > ex.requests and ex.complete:
         heads = ", ".join(str(r[0]) for r in ex.responses)
         f.add("extra-response", surface, f"{ex.label}: {len(ex.responses)} responses ({heads}) for {ex.requests} request(s)",
               ex.sent, ex.raw, key_extra=f"{ex.label.split(':')[0]}|{heads}")
@@ -816,7 +818,9 @@ def judge(ex: Exchange, f: Findings, stats: dict) -> None:
         elif status == 500 and hdrs.get("x-mirrorgate-origin") != "remote":
             f.add("internal-500", surface, f"{ex.label}: {ex.path[:60]} {body[:100]!r}", ex.sent, ex.raw,
                   key_extra=f"{where}|{body[:40]!r}")
-        problem = format_problem(where, status, hdrs, body)
+        head_request = ex.sent.split(b" ", 1)[0] == b"HEAD"
+        problem = format_problem(where, status, hdrs, body) if not head_request or "html" in hdrs.get(
+            "content-type", "").lower() else None
         if problem:
             f.add("wrong-format", surface, f"{ex.label}: {where} {problem}: {body[:80]!r}", ex.sent, ex.raw,
                   key_extra=f"{where}|{problem}|{ex.label.split(':')[0]}")
@@ -1057,8 +1061,7 @@ class Campaign:
             else:
                 sent, label = b"\r\n" * rng.choice([1, 3, 100]) + full, "leading-crlf"
             complete = False
-        if kind == 1:
-            path = sent_path(sent)
+        path = sent_path(sent)  # what the gateway saw (the bytes may have been mutated)
         if kind != 5:
             paths = None
         return Exchange("framing", f"framing/{label}", sent, count, complete, path, paths), opts
@@ -1170,7 +1173,13 @@ class Campaign:
         for _ in range(10_000_000):
             if self.stop.wait(2.0):
                 break
-            self.sample()
+            got = self.sample()
+            if got and got[0] > self.args.max_rss_mb * 1024:
+                # the machine is shared: a runaway gateway ends the campaign (a failure of its own)
+                self.findings.add("rss-limit", "gateway", f"RSS {got[0]} kB above --max-rss-mb {self.args.max_rss_mb}: "
+                                  "the campaign stops", b"")
+                self.stop.set()
+                break
 
     def sample(self) -> tuple[int, int] | None:
         gw = self.gw
@@ -1531,6 +1540,7 @@ def main() -> int:
     p.add_argument("--control-interval", type=float, default=0.5, help="seconds between two control writes")
     p.add_argument("--drain", type=float, default=180.0, help="bound in seconds of the queue drain at the end")
     p.add_argument("--max-restarts", type=int, default=1000, help="stop after this many crashes")
+    p.add_argument("--max-rss-mb", type=int, default=6144, help="stop (a failure) when the gateway's RSS passes this")
     p.add_argument("--surfaces", help="comma-separated subset: algolia-read,algolia-write,odata-read,odata-write,"
                    "odata-batch,odata-atom,admin,framing")
     p.add_argument("--out", help="directory for reproducers (default bench/campaign/out/TIMESTAMP)")
