@@ -1079,14 +1079,16 @@ class Campaign:
             except Exception as exc:  # a bug in the campaign itself must not end the run silently
                 print(f"[campaign] probe builder error: {exc!r}", flush=True)
                 continue
-            self.inflight[wid] = (time.monotonic(), ex.sent, ex.label)
+            started = time.monotonic()
+            self.inflight[wid] = (started, ex.sent, ex.label)
             gen = self.gen
             exchange(self.port, ex, slow=opts.get("slow", False), half_close=opts.get("half_close", False), rng=rng)
             self.inflight.pop(wid, None)
             with self.stats_lock:
                 self.stats["sent"][ex.surface] = self.stats["sent"].get(ex.surface, 0) + ex.requests
-                self.recent.append((ex.sent, ex.label, time.monotonic()))
-                del self.recent[:-50]
+                if ex.outcome != "refused":
+                    self.recent.append((ex.sent, ex.label, time.monotonic(), started))
+                    del self.recent[:-200]
             if ex.outcome in ("refused",) or (ex.outcome in ("closed", "reset") and not ex.raw and not self.gw.alive()):
                 continue
             if not self.gw.alive() or gen != self.gen:
@@ -1242,15 +1244,16 @@ class Campaign:
             tail = text[self.stderr_at:] if len(text) >= self.stderr_at else text
             sig = crash_signature(tail)
             inflight = list(self.inflight.values())
-            # the requests still in flight, and those whose exchange ended within 3 s (reset by the crash)
-            recent = [(sent, label) for sent, label, end in self.recent if now - end < 3.0]
+            # the requests still in flight, and those that ended within 3 s of the exit (reset by it) or started
+            # at most 20 s before it (the runtime prints a backtrace for seconds before the process exits)
+            recent = [(sent, label) for sent, label, end, begun in self.recent if now - end < 3.0 or now - begun < 20.0]
             n = len(self.crashes) + 1
             crash_dir = self.findings.out / f"crash-{n:02d}"
             crash_dir.mkdir(parents=True, exist_ok=True)
             for i, (_, sent, label) in enumerate(inflight):
                 (crash_dir / f"inflight-{i}.bin").write_bytes(sent)
                 (crash_dir / f"inflight-{i}.label").write_text(label)
-            for i, (sent, label) in enumerate(recent[-10:]):
+            for i, (sent, label) in enumerate(recent[-60:]):
                 (crash_dir / f"recent-{i}.bin").write_bytes(sent)
                 (crash_dir / f"recent-{i}.label").write_text(label)
             (crash_dir / "stderr.txt").write_text(tail[-200_000:])
@@ -1397,16 +1400,7 @@ class Campaign:
         try:
             self.cfg = self.config()
             self.start_gateway()
-            # the first downloads and the mirror sync, bounded
-            for _ in range(300):
-                try:
-                    st, doc = self.admin("GET", "/_mirrorgate/status", timeout=5)
-                    svcs = doc.get("odata", {}).get("services", {})
-                    if all(s.get("lastDownloadAt") for s in svcs.values()) and svcs:
-                        break
-                except (OSError, ValueError):
-                    pass
-                time.sleep(0.2)
+            self.await_downloads()
             self.t0 = time.monotonic()
             start = self.sample()
             threads = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(args.workers)]
@@ -1466,6 +1460,18 @@ class Campaign:
             self.up.close()
         return self.summary(report)
 
+    def await_downloads(self) -> None:
+        """The first download of every OData service (bounded: 60 s)."""
+        for _ in range(300):
+            try:
+                st, doc = self.admin("GET", "/_mirrorgate/status", timeout=5)
+                svcs = doc.get("odata", {}).get("services", {})
+                if all(s.get("lastDownloadAt") for s in svcs.values()) and svcs:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+
     def replay(self, files: list[Path]) -> int:
         """Each file alone against a fresh gateway: exit status 1 when any of them crashed it or hung."""
         os.environ["MIRRORGATE_BIN"] = str(Path(self.args.bin).resolve())
@@ -1477,7 +1483,11 @@ class Campaign:
                 sent = path.read_bytes()
                 self.work = self.work / f"r{i}"  # a fresh data directory each
                 self.cfg["dataDir"] = str(self.work / "gw" / "data")
+                self.up.set(nw=True, ctl=True, algolia=True, sap=True)
                 self.start_gateway()
+                if self.args.offline:  # the mirrors downloaded first, then every upstream stops
+                    self.await_downloads()
+                    self.up.set(nw=False, ctl=False, algolia=False, sap=False)
                 head = sent.split(b"\r\n", 1)[0]
                 n = max(1, len(re.findall(rb"(?:^|\r\n\r\n|})(?:GET|POST|PUT|PATCH|DELETE|MERGE|HEAD) [^ ]+ HTTP/1\.1\r\nHost: 127", sent)))
                 ex = exchange(self.port, Exchange("replay", path.name, sent, n, False, sent_path(sent)))
@@ -1486,6 +1496,8 @@ class Campaign:
                 verdict = "CRASHED" if died else ex.outcome
                 statuses = [r[0] for r in ex.responses]
                 print(f"{path}: {verdict} {statuses} {head[:100]!r} ({ex.seconds:.1f}s)", flush=True)
+                for st_, h_, b_ in ex.responses[:3]:
+                    print(f"   {st_} origin={h_.get('x-mirrorgate-origin')} {h_.get('content-type')} {b_[:160]!r}", flush=True)
                 if died:
                     print("   stderr: " + " | ".join(self.gw.stderr().strip().splitlines()[-3:])[:400], flush=True)
                 bad += died or ex.outcome == "hang"
@@ -1547,6 +1559,7 @@ def main() -> int:
     p.add_argument("--replay", nargs="+", metavar="FILE",
                    help="instead of a campaign: send each reproducer file alone to a freshly started gateway "
                         "(upstreams up) and say whether it crashed, hung or was answered")
+    p.add_argument("--offline", action="store_true", help="with --replay: every upstream down")
     args = p.parse_args()
     if not Path(args.bin).is_file():
         print(f"campaign: no binary at {args.bin}", file=sys.stderr)
