@@ -124,6 +124,9 @@ struct PendingTable {
     private var perAddress: [PeerAddress: PendingCount] = [:]
     /// Pending connections in all.
     private(set) var pendingCount = 0
+    /// Connections the server shut down that libmicrohttpd has not closed yet: still open, but no longer
+    /// anyone's (not counted against `maxConnections`, or evicting slow heads could refuse real clients).
+    private(set) var shutOpen = 0
 
     init(perAddressLimit: Int, totalLimit: Int, slowAfter: UInt64, headDeadline: UInt64) {
         self.perAddressLimit = max(1, perAddressLimit)
@@ -180,12 +183,14 @@ struct PendingTable {
     /// libmicrohttpd closed the connection: its descriptor is no longer ours to touch.
     mutating func closed(_ slot: ConnectionSlot) {
         forget(slot)
+        if slot.shut && !slot.closed { shutOpen -= 1 }
         slot.closed = true
     }
 
     /// Marks `slot` as shut down by the server: it is no longer pending, and never will be again.
     mutating func shut(_ slot: ConnectionSlot) {
         leavePending(slot)
+        if !slot.shut && !slot.closed { shutOpen += 1 }
         slot.shut = true
     }
 

@@ -167,7 +167,7 @@ enum MHDCallbacks {
         ctx.connection = connection
         ctx.method = method.map { String(cString: $0) } ?? "GET"
         ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
-        if let slot = ctx.slot { core.requestStarted(slot) }
+        let shutOpen = ctx.slot.map { core.requestStarted($0) } ?? 0
         // The head lies in libmicrohttpd's read buffer, from the method on (see HeadLayout).
         let headSize = core.checksHeadLayout ? Int(mg_mhd_header_size(connection)) : 0
         if headSize > 0, let method, version != nil, ctx.version.hasPrefix("HTTP/1.") {
@@ -200,7 +200,7 @@ enum MHDCallbacks {
             ctx.answered = true
             return queue(core.errors(refusal.status, refusal.message, ctx.target), ctx, connection)
         }
-        if core.connections.load(ordering: .relaxed) > core.configuration.maxConnections {
+        if core.connections.load(ordering: .relaxed) - shutOpen > core.configuration.maxConnections {
             ctx.answered = true
             var response = core.errors(
                 503, "too many connections (server.maxConnections = \(core.configuration.maxConnections))",

@@ -297,7 +297,14 @@ final class ServerCore: @unchecked Sendable {
         table.withLock { _ in slot.closed || slot.shut || Socket.peerGone(slot.fd) }
     }
 
-    func requestStarted(_ slot: ConnectionSlot) { table.withLock { $0.requestStarted(slot) } }
+    /// A request head is complete; returns how many open connections the server has shut down already
+    /// (see ``PendingTable/shutOpen``).
+    func requestStarted(_ slot: ConnectionSlot) -> Int {
+        table.withLock { t in
+            t.requestStarted(slot)
+            return t.shutOpen
+        }
+    }
 
     func requestEnded(_ slot: ConnectionSlot) {
         let now = monotonicNanos()

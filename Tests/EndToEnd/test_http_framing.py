@@ -3,8 +3,9 @@
 Framing: a request with both Content-Length and Transfer-Encoding, two different Content-Lengths, a NUL
 or a bare CR in a header, obs-fold, whitespace before a colon, a control character in the target, two
 Host headers or none (HTTP/1.1) gets 400 and the connection is closed (a pipelined request behind it is
-never served); an unknown transfer coding gets 501 at once; a chunked body is cut with 413 as soon as it
-passes `maxBodySize`, not after its last chunk; a TLS ClientHello on the plain port is closed at once.
+never served); `chunked` not the final transfer coding gets 400 and an unknown coding before it 501, at
+once; a chunked body is cut with 413 as soon as it passes `maxBodySize`, not after its last chunk; a TLS
+ClientHello on the plain port is closed at once.
 
 Slow clients: the head must arrive within `requestTimeout` however steadily it trickles, the body within
 `requestTimeout` of the request line (408), and a slowloris of maxConnections + 100 connections from one

@@ -35,6 +35,9 @@ import Testing
         #expect(t.pending(from: a) == 2 && t.pendingCount == 3)
         for i in 0..<600 { #expect(open(&t, a, at: 4 + UInt64(i)) != nil) }
         #expect(t.pending(from: a) == 2 && t.pendingCount == 3)
+        #expect(t.shutOpen == 601, "shut down, not closed yet: not counted as anyone's connection")
+        t.closed(first)
+        #expect(t.shutOpen == 600)
     }
 
     @Test func aNewConnectionClosesTheOldestSlowOneOfItsAddress() {
