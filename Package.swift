@@ -30,6 +30,9 @@ let package = Package(
             name: "CLibXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
         // Linux calls whose C types Swift cannot use (epoll_event), wrapped without error handling.
         .systemLibrary(name: "CLinux"),
+        // Sees libmicrohttpd's own error answers (its HTML pages), so that the server answers in the
+        // API's format instead (issue 23).
+        .target(name: "CMHDOwnErrors", dependencies: ["CMicroHTTPD"]),
 
         // Support: pure Swift, known to every module above it.
         // Locks, the worker pool, the timer facility, the monotonic clock, Duration helpers.
@@ -45,7 +48,7 @@ let package = Package(
         .target(
             name: "HTTPServer",
             dependencies: [
-                "CMicroHTTPD", "HTTPCore", "GatewaySupport", "SystemCalls",
+                "CMicroHTTPD", "CMHDOwnErrors", "HTTPCore", "GatewaySupport", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),

@@ -11,6 +11,8 @@ public final class WorkerPool: @unchecked Sendable {
     private var threads: [Thread] = []
     private let running = ConditionLock()
     private var live = 0
+    /// What a taken job's slot holds until the queue is compacted.
+    private static let done: @Sendable () -> Void = {}
 
     /// Starts `count` threads named `name-N`.
     public init(threads count: Int, name: String, stackSize: Int = 1 << 20) {
@@ -57,8 +59,14 @@ public final class WorkerPool: @unchecked Sendable {
                 while head == jobs.count && !stopping { lock.wait() }
                 if head < jobs.count {
                     job = jobs[head]
+                    // Release the slot at once: a job's closure holds what it captured (a request and
+                    // its body), which must not outlive the job until the queue is next compacted.
+                    jobs[head] = Self.done
                     head += 1
-                    if head > 1024 && head * 2 > jobs.count {
+                    if head == jobs.count {
+                        jobs.removeAll(keepingCapacity: jobs.count <= 1024)
+                        head = 0
+                    } else if head > 1024 && head * 2 > jobs.count {
                         jobs.removeFirst(head)
                         head = 0
                     }

@@ -201,8 +201,9 @@ public protocol Responder: Sendable {
     @discardableResult func respond(_ response: HTTPResponse) -> Bool
 
     /// Whether nobody waits for an answer any more: the request was answered (by the server at its
-    /// deadline, for example) or its client closed the connection. Long work for the request may stop
-    /// when this turns true. Polled; never blocks. False unless the responder knows better.
+    /// deadline, for example) or its client is gone (the connection was reset; a client that only
+    /// half-closed still waits for the answer). Long work for the request may stop when this turns true.
+    /// Polled; never blocks. False unless the responder knows better.
     var isAbandoned: Bool { get }
 }
 

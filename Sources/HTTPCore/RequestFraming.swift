@@ -38,8 +38,8 @@ public enum RequestFraming {
     /// - every field name is a token (no whitespace before the colon), no value holds a CR: else 400;
     /// - exactly one `Host` in HTTP/1.1, at most one in HTTP/1.0, with a valid value: else 400;
     /// - `Transfer-Encoding` and `Content-Length` together: 400; `Transfer-Encoding` in HTTP/1.0: 400;
-    ///   a transfer coding other than `chunked`: 501; `chunked` other than as the one coding of one
-    ///   field: 400;
+    ///   `chunked` not the final coding: 400; another coding before a final `chunked`: 501; `chunked`
+    ///   other than as the one coding of one field: 400 (see ``transferCoding(_:)``);
     /// - every `Content-Length` a decimal number, and all of them equal: else 400.
     public static func check(version: String, headers: HTTPHeaders) -> Result<Body, Refusal> {
         var hosts = 0
@@ -91,24 +91,7 @@ public enum RequestFraming {
                 return .failure(
                     Refusal(status: 400, message: "Transfer-Encoding is not defined for HTTP/1.0"))
             }
-            for field in codings {
-                for coding in field.split(separator: ",", omittingEmptySubsequences: false) {
-                    let name = trimmingOWS(coding)
-                    if !String(name).equalsIgnoringASCIICase("chunked") {
-                        return .failure(
-                            Refusal(
-                                status: 501,
-                                message: "transfer coding '\(printable(name))' is not implemented"))
-                    }
-                }
-            }
-            // libmicrohttpd decodes the body as chunked only for one field whose value is exactly
-            // `chunked`; anything else it would read up to the end of the connection.
-            guard codings.count == 1, codings[0].equalsIgnoringASCIICase("chunked") else {
-                return .failure(
-                    Refusal(status: 400, message: "chunked must be the one transfer coding, named once"))
-            }
-            return .success(.chunked)
+            return transferCoding(codings)
         }
         guard let first = lengths.first else { return .success(.none) }
         guard let n = decimal(first), lengths.dropFirst().allSatisfy({ decimal($0) == n }) else {
@@ -119,6 +102,91 @@ public enum RequestFraming {
             )
         }
         return .success(n > 0 ? .length(n) : .none)
+    }
+
+    /// How a body with these `Transfer-Encoding` field values (in order) is delimited, or why it is
+    /// refused (RFC 9112 §6.1, §6.3): the codings of all fields form one list; when `chunked` is not its
+    /// last element the body's length cannot be known (400, then close: `gzip`, `xchunked`, `chunked`
+    /// followed by a field `identity`); any other coding before a final `chunked` is one the server does
+    /// not implement (501: `gzip, chunked`); `chunked` named twice, or an empty element, is 400.
+    static func transferCoding(_ fields: [String]) -> Result<Body, Refusal> {
+        var names: [Substring] = []
+        for field in fields {
+            for coding in field.split(separator: ",", omittingEmptySubsequences: false) {
+                names.append(trimmingOWS(coding))
+            }
+        }
+        let isChunked = { (name: Substring) in String(name).equalsIgnoringASCIICase("chunked") }
+        guard let last = names.last, isChunked(last) else {
+            return .failure(
+                Refusal(
+                    status: 400,
+                    message:
+                        "chunked must be the final transfer coding (got '\(printable(fields.joined(separator: ", ")))')"
+                ))
+        }
+        if names.contains(where: \.isEmpty) {
+            return .failure(Refusal(status: 400, message: "Transfer-Encoding has an empty element"))
+        }
+        if let unknown = names.dropLast().first(where: { !isChunked($0) }) {
+            return .failure(
+                Refusal(status: 501, message: "transfer coding '\(printable(unknown))' is not implemented"))
+        }
+        // libmicrohttpd decodes the body as chunked only for one field whose value is exactly `chunked`.
+        guard names.count == 1, fields.count == 1 else {
+            return .failure(
+                Refusal(status: 400, message: "chunked must be the one transfer coding, named once"))
+        }
+        return .success(.chunked)
+    }
+
+    /// A raw request target in origin form, and the authority when it was sent in absolute form
+    /// (`http://host:port/path?query`, RFC 9112 §3.2.2: a server accepts it, routes by its path and takes
+    /// its authority as the Host). The scheme is `http` or `https`, in any case; an empty path is `/`.
+    /// Any other target (origin form, `*`, or something unparseable) is returned unchanged, without an
+    /// authority.
+    public static func originForm(_ target: String) -> (target: String, authority: String?) {
+        withBytes(target) { bytes in
+            guard let first = bytes.first, first != UInt8(ascii: "/") else { return (target, nil) }
+            var i = 0
+            while i < bytes.count, i < 6, bytes[i] != UInt8(ascii: ":") { i += 1 }
+            let scheme = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<i]), as: UTF8.self)
+            guard scheme.equalsIgnoringASCIICase("http") || scheme.equalsIgnoringASCIICase("https"),
+                bytes.count >= i + 3, bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"),
+                bytes[i + 2] == UInt8(ascii: "/")
+            else { return (target, nil) }
+            let start = i + 3
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: "/"), bytes[end] != UInt8(ascii: "?"),
+                bytes[end] != UInt8(ascii: "#")
+            {
+                end += 1
+            }
+            let authority = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+            let rest = String(decoding: UnsafeBufferPointer(rebasing: bytes[end...]), as: UTF8.self)
+            return (rest.hasPrefix("/") ? rest : "/" + rest, authority)
+        }
+    }
+
+    /// The request target of the request line that `bytes` start with (up to the space before the
+    /// version, or as much of it as `bytes` hold), in origin form (see ``originForm(_:)``); nil when
+    /// `bytes` do not start with a method and a space.
+    public static func target(ofRequestLine bytes: UnsafeRawBufferPointer) -> String? {
+        var i = 0
+        while i < bytes.count, i < 32, isTokenByte(bytes[i]) { i += 1 }
+        guard i > 0, i < bytes.count, bytes[i] == UInt8(ascii: " ") else { return nil }
+        let start = i + 1
+        var end = start
+        while end < bytes.count, bytes[end] > 0x20, bytes[end] != 0x7F { end += 1 }
+        guard end > start else { return nil }
+        let raw = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        return originForm(raw).target
+    }
+
+    /// Whether `byte` may appear in a token (a method, a field name).
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        let mask: UInt64 = byte < 64 ? tokenBytesBelow64 : byte < 128 ? tokenBytesFrom64 : 0
+        return mask & (1 << UInt64(byte & 63)) != 0
     }
 
     /// Why a raw request target (as sent on the request line) is refused, or nil: whitespace and control
@@ -166,10 +234,7 @@ public enum RequestFraming {
     /// case-insensitive comparison.
     static func fieldKind(_ bytes: UnsafeBufferPointer<UInt8>) -> FieldKind {
         guard !bytes.isEmpty else { return .invalid }
-        for byte in bytes {
-            let mask: UInt64 = byte < 64 ? tokenBytesBelow64 : byte < 128 ? tokenBytesFrom64 : 0
-            if mask & (1 << UInt64(byte & 63)) == 0 { return .invalid }
-        }
+        for byte in bytes where !isTokenByte(byte) { return .invalid }
         switch bytes.count {
         case 4: return equalsLowercase(bytes, "host") ? .host : .other
         case 14: return equalsLowercase(bytes, "content-length") ? .contentLength : .other

@@ -8,7 +8,8 @@ public protocol StreamTransport: AnyObject, Sendable {
     func suspend()
     /// Wakes the parked connection.
     func resume()
-    /// Whether the client closed its side (checked only while suspended, when the server cannot see it).
+    /// Whether the client is gone: the connection was reset or hung up (a half-close is not gone: the
+    /// client still reads). Checked only while suspended, when the server cannot see it.
     func peerClosed() -> Bool
 }
 
@@ -119,9 +120,9 @@ public final class ResponseStream: @unchecked Sendable {
         lock.withLock { self.transport = transport }
     }
 
-    /// Ends the stream if the client closed its side while the connection is suspended (servers often do
-    /// not notice disconnects of suspended connections). The lock keeps the connection suspended, and so
-    /// its socket valid, during the check.
+    /// Ends the stream if the client is gone (``StreamTransport/peerClosed()``) while the connection is
+    /// suspended (servers often do not notice disconnects of suspended connections). The lock keeps the
+    /// connection suspended, and so its socket valid, during the check.
     public func checkPeerClosed() {
         lock.withLock {
             guard suspended, let transport, !closed, !finished else { return }
@@ -178,9 +179,13 @@ public final class ResponseStream: @unchecked Sendable {
             buffered -= n
             if partialOffset == chunk.count {
                 partialOffset = 0
+                chunks[head] = []  // sent: not kept until the queue drains (a steady producer never lets it)
                 head += 1
                 if head == chunks.count {
                     chunks.removeAll(keepingCapacity: true)
+                    head = 0
+                } else if head >= 64 && head * 2 >= chunks.count {
+                    chunks.removeFirst(head)
                     head = 0
                 }
             }

@@ -61,6 +61,12 @@ final class ConnectionSlot: @unchecked Sendable {
     /// reporting the close, so a descriptor number reused by a newer connection is never touched).
     let fd: Int32
     let peer: PeerAddress
+    /// The server the connection belongs to (which outlives its connections; nil in table tests).
+    unowned let core: ServerCore?
+    /// The target of the connection's current or last request (its request line, or a peek at its first
+    /// bytes when accepted), so that an answer libmicrohttpd gives before the request reaches the server
+    /// still takes the format of the API it addressed. Touched only on the connection's polling thread.
+    var target: String?
     /// Since when the connection has been waiting for (or receiving) a request head; nil while a
     /// request is in progress. Guarded by the table's lock.
     var pendingSince: UInt64?
@@ -73,9 +79,10 @@ final class ConnectionSlot: @unchecked Sendable {
     /// starting or ending updates it without a lookup). Guarded by the table's lock.
     var addressPending: PendingCount?
 
-    init(fd: Int32, peer: PeerAddress) {
+    init(fd: Int32, peer: PeerAddress, core: ServerCore? = nil) {
         self.fd = fd
         self.peer = peer
+        self.core = core
     }
 }
 
@@ -94,14 +101,15 @@ final class PendingCount: @unchecked Sendable {
 ///   its bytes trickle in;
 /// - one address may hold at most `perAddressLimit` pending connections, and all addresses together at
 ///   most `totalLimit`. A new connection beyond a limit closes the oldest pending connection in that
-///   scope if it has been pending for at least `slowAfter` (a head arrives within milliseconds on a
-///   working connection: one pending that long is idle or slow); if there is none, the new connection is
-///   refused. Connections that become pending again after a response (kept alive) are trimmed to the
-///   limits the same way, oldest first, once slow; until then their address may hold more than its
-///   limit, so a new connection beyond the total limit first closes the oldest pending connection of an
-///   address beyond its own limit, however young (else one address whose requests complete, and whose
-///   connections are then kept alive, could fill the total limit alone and keep every other address out
-///   until they are slow).
+///   scope, however young, and is admitted: a new connection is never refused for the limits (a
+///   loopback gateway sees every client as 127.0.0.1, so refusing newcomers would let a few hundred
+///   connections that never finish their head keep every client out, issue 23; a working client's head
+///   arrives within milliseconds of its connection, so it is rarely the oldest). Connections that become
+///   pending again after a response (kept alive) are trimmed to the limits oldest first once pending for
+///   `slowAfter`; until then their address may hold more than its limit, so a new connection beyond the
+///   total limit first closes the oldest pending connection of an address beyond its own limit (else one
+///   address whose requests complete, and whose connections are then kept alive, could fill the total
+///   limit alone and make every other address's newcomers evict each other).
 ///
 /// Pure bookkeeping (time is passed in), so that it can be tested without sockets; the server calls it
 /// under one lock and shuts down the connections it returns while still holding that lock.
@@ -116,6 +124,9 @@ struct PendingTable {
     private var perAddress: [PeerAddress: PendingCount] = [:]
     /// Pending connections in all.
     private(set) var pendingCount = 0
+    /// Connections the server shut down that libmicrohttpd has not closed yet: still open, but no longer
+    /// anyone's (not counted against `maxConnections`, or evicting slow heads could refuse real clients).
+    private(set) var shutOpen = 0
 
     init(perAddressLimit: Int, totalLimit: Int, slowAfter: UInt64, headDeadline: UInt64) {
         self.perAddressLimit = max(1, perAddressLimit)
@@ -132,15 +143,14 @@ struct PendingTable {
     mutating func admit(_ peer: PeerAddress, now: UInt64) -> (admit: Bool, close: [ConnectionSlot]) {
         var close: [ConnectionSlot] = []
         if pending(from: peer) >= perAddressLimit {
-            guard let victim = oldestSlow(now: now, of: peer) else { return (false, close) }
+            guard let victim = oldestPending(of: peer) else { return (false, close) }
             shut(victim)
             close.append(victim)
         }
         if pendingCount >= totalLimit {
             // An address beyond its own limit (kept-alive connections pending again after their
-            // responses) pays first, however young its connections: otherwise one address could fill
-            // the total limit on its own and refuse every other address until its connections are slow.
-            guard let victim = oldestBeyondAddressLimit() ?? oldestSlow(now: now, of: nil) else {
+            // responses) pays first: otherwise one address could fill the total limit on its own.
+            guard let victim = oldestBeyondAddressLimit() ?? oldestPending(of: nil) else {
                 return (false, close)
             }
             shut(victim)
@@ -173,12 +183,14 @@ struct PendingTable {
     /// libmicrohttpd closed the connection: its descriptor is no longer ours to touch.
     mutating func closed(_ slot: ConnectionSlot) {
         forget(slot)
+        if slot.shut && !slot.closed { shutOpen -= 1 }
         slot.closed = true
     }
 
     /// Marks `slot` as shut down by the server: it is no longer pending, and never will be again.
     mutating func shut(_ slot: ConnectionSlot) {
         leavePending(slot)
+        if !slot.shut && !slot.closed { shutOpen += 1 }
         slot.shut = true
     }
 
@@ -225,10 +237,10 @@ struct PendingTable {
         return oldest
     }
 
-    private func oldestSlow(now: UInt64, of peer: PeerAddress?) -> ConnectionSlot? {
+    /// The pending connection (of `peer`, or of any address) that has been pending longest.
+    private func oldestPending(of peer: PeerAddress?) -> ConnectionSlot? {
         var oldest: ConnectionSlot?
         for slot in open.values where slot.pendingSince != nil && (peer == nil || slot.peer == peer) {
-            guard age(slot, now) >= slowAfter else { continue }
             if let o = oldest, o.pendingSince! <= slot.pendingSince! { continue }
             oldest = slot
         }

@@ -1,6 +1,7 @@
 // libmicrohttpd's C entry points and the stream transport over a suspended connection (the server and
 // its request contexts are in Server.swift).
 
+import CMHDOwnErrors
 import CMicroHTTPD
 import GatewaySupport
 import Glibc
@@ -21,11 +22,15 @@ enum MHDCallbacks {
     static let uriLog: mg_mhd_uri_log_callback = { cls, uri, connection in
         let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
         core.active.add(1, ordering: .relaxed)
-        let target = uri.map { String(cString: $0) } ?? "/"
+        let raw = uri.map { String(cString: $0) } ?? "/"
         let slot = connection.flatMap(mg_mhd_socket_context).map {
             Unmanaged<ConnectionSlot>.fromOpaque($0).takeUnretainedValue()
         }
-        let ctx = RequestContext(core: core, target: target, slot: slot)
+        // An absolute-form target (RFC 9112 §3.2.2) is routed by its path; its authority is the Host.
+        let form = RequestFraming.originForm(raw)
+        slot?.target = form.target
+        let ctx = RequestContext(core: core, target: form.target, slot: slot)
+        ctx.authority = form.authority
         return Unmanaged.passRetained(ctx).toOpaque()
     }
 
@@ -35,7 +40,7 @@ enum MHDCallbacks {
             core.connections.add(1, ordering: .relaxed)
             guard let connection, let socketContext else { return }
             let peer = mg_mhd_client_address(connection).flatMap(PeerAddress.init) ?? .unknown
-            let slot = ConnectionSlot(fd: mg_mhd_connection_fd(connection), peer: peer)
+            let slot = ConnectionSlot(fd: mg_mhd_connection_fd(connection), peer: peer, core: core)
             socketContext.pointee = Unmanaged.passRetained(slot).toOpaque()
             core.opened(slot)
         } else {
@@ -44,6 +49,14 @@ enum MHDCallbacks {
             socketContext.pointee = nil
             core.closed(Unmanaged<ConnectionSlot>.fromOpaque(raw).takeRetainedValue())
         }
+    }
+
+    /// libmicrohttpd is about to send an error answer of its own (see CMHDOwnErrors): the server answers
+    /// in the API's format first and shuts the socket down, so libmicrohttpd's page is never sent.
+    static let ownError: mg_mhd_own_error_hook = { connection, status in
+        guard let connection, let raw = mg_mhd_socket_context(connection) else { return }
+        let slot = Unmanaged<ConnectionSlot>.fromOpaque(raw).takeUnretainedValue()
+        slot.core?.answerOwnError(slot, status: Int(status))
     }
 
     static let completed: MHD_RequestCompletedCallback = { cls, _, reqCls, _ in
@@ -154,7 +167,7 @@ enum MHDCallbacks {
         ctx.connection = connection
         ctx.method = method.map { String(cString: $0) } ?? "GET"
         ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
-        if let slot = ctx.slot { core.requestStarted(slot) }
+        let shutOpen = ctx.slot.map { core.requestStarted($0) } ?? 0
         // The head lies in libmicrohttpd's read buffer, from the method on (see HeadLayout).
         let headSize = core.checksHeadLayout ? Int(mg_mhd_header_size(connection)) : 0
         if headSize > 0, let method, version != nil, ctx.version.hasPrefix("HTTP/1.") {
@@ -163,6 +176,10 @@ enum MHDCallbacks {
         }
         MHD_get_connection_values_n(
             connection, .HEADER_KIND, headerIterator, Unmanaged.passUnretained(ctx).toOpaque())
+        if let authority = ctx.authority {
+            // RFC 9112 §3.2.2: the target's authority replaces any Host field.
+            ctx.headers.set("Host", authority)
+        }
         if let name = core.configuration.requestIDHeader { ctx.assignRequestID(field: name) }
         let layoutRefusal = ctx.layoutBase.flatMap { base in
             HeadLayout.check(
@@ -183,7 +200,7 @@ enum MHDCallbacks {
             ctx.answered = true
             return queue(core.errors(refusal.status, refusal.message, ctx.target), ctx, connection)
         }
-        if core.connections.load(ordering: .relaxed) > core.configuration.maxConnections {
+        if core.connections.load(ordering: .relaxed) - shutOpen > core.configuration.maxConnections {
             ctx.answered = true
             var response = core.errors(
                 503, "too many connections (server.maxConnections = \(core.configuration.maxConnections))",
@@ -264,5 +281,5 @@ final class MHDStreamTransport: StreamTransport, @unchecked Sendable {
 
     func suspend() { MHD_suspend_connection(connection) }
     func resume() { MHD_resume_connection(connection) }
-    func peerClosed() -> Bool { socket >= 0 && Socket.peerClosed(socket) }
+    func peerClosed() -> Bool { socket >= 0 && Socket.peerGone(socket) }
 }

@@ -1,3 +1,4 @@
+import CMHDOwnErrors
 import CMicroHTTPD
 import GatewaySupport
 import Glibc
@@ -185,6 +186,11 @@ final class ServerCore: @unchecked Sendable {
         }
         daemon = d
         boundPort = mg_mhd_bound_port(d)
+        if !mg_mhd_set_own_error_hook(MHDCallbacks.ownError) {
+            logger.warning(
+                "libmicrohttpd's own error pages (malformed heads) cannot be replaced in this build: they are sent as HTML"
+            )
+        }
         // Accept a connection once its first bytes are there, so that the connection notification can
         // look at them (a TLS ClientHello is closed at once). Not essential: without it such a hello is
         // closed at the head deadline.
@@ -224,15 +230,21 @@ final class ServerCore: @unchecked Sendable {
 
     /// A connection was accepted. A first byte that cannot start an HTTP request but starts a TLS
     /// record (0x16) or an SSLv2 hello (high bit set) closes it at once: it is a TLS client on the
-    /// plain port, which would otherwise wait for a ServerHello until the head deadline.
+    /// plain port, which would otherwise wait for a ServerHello until the head deadline. The target of
+    /// the first request line, if already there, is noted for an answer libmicrohttpd would give before
+    /// the request reaches the server (a request line it refuses: see ``answerOwnError(_:status:)``).
     func opened(_ slot: ConnectionSlot) {
         let now = monotonicNanos()
-        var first: UInt8 = 0
-        let peeked = try? syscall("recv(MSG_PEEK)", blocking: false) {
-            recv(slot.fd, &first, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        let tls = withUnsafeTemporaryAllocation(byteCount: Self.peekSize, alignment: 1) { buffer -> Bool in
+            let peeked = try? syscall("recv(MSG_PEEK)", blocking: false) {
+                recv(slot.fd, buffer.baseAddress, buffer.count, Int32(MSG_PEEK | MSG_DONTWAIT))
+            }
+            guard case .processed(let n)? = peeked, n > 0 else { return false }
+            let first = buffer[0]
+            if first == 0x16 || first >= 0x80 { return true }
+            slot.target = RequestFraming.target(ofRequestLine: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+            return false
         }
-        let tls: Bool
-        if case .processed(1)? = peeked { tls = first == 0x16 || first >= 0x80 } else { tls = false }
         table.withLock { t in
             t.opened(slot, now: now)
             if tls {
@@ -243,15 +255,56 @@ final class ServerCore: @unchecked Sendable {
         if tls { logger.debug("closed a TLS hello from \(slot.peer) on the plain HTTP port") }
     }
 
+    /// How much of a new connection's first bytes ``opened(_:)`` looks at.
+    static let peekSize = 1024
+
     func closed(_ slot: ConnectionSlot) { table.withLock { $0.closed(slot) } }
 
-    /// Whether the client of `slot` is gone: the connection was closed or shut down, or its peer closed
-    /// its side (a peek reads end-of-file). Under the table's lock, so a reused descriptor is never peeked.
-    func peerGone(_ slot: ConnectionSlot) -> Bool {
-        table.withLock { _ in slot.closed || slot.shut || Socket.peerClosed(slot.fd) }
+    /// libmicrohttpd is about to send its own error page for the request on `slot` (a head or chunked
+    /// body it refuses before or while the server reads it): the answer goes out here instead, from the
+    /// error factory in the format of the API the request addressed (its target, or the connection's
+    /// last one when the request line itself was refused), and the socket is shut down so that
+    /// libmicrohttpd's page is never sent. Its statuses: 400 (malformed request line, header line,
+    /// `Content-Length` or chunked framing), 413 (a length beyond 64 bits), 414/431 (a request line or
+    /// head beyond `connectionMemoryLimit`), 505 (an HTTP version other than 1.x), 500 (a body it could
+    /// not buffer).
+    func answerOwnError(_ slot: ConnectionSlot, status: Int) {
+        let limit = configuration.connectionMemoryLimit
+        let message: String
+        switch status {
+        case 400:
+            message = "malformed request: the request line, a header line, Content-Length or the chunked body"
+        case 413: message = "Content-Length or a chunk size is too large"
+        case 414: message = "the request line is longer than the limit of \(limit) bytes"
+        case 431: message = "the request head is larger than the limit of \(limit) bytes"
+        case 505: message = "HTTP version not supported: the gateway speaks HTTP/1.0 and HTTP/1.1"
+        default: message = "the request could not be read"
+        }
+        let target = slot.target ?? "/"
+        var response = errors(status, message, target)
+        if let field = configuration.requestIDHeader, !response.headers.contains(field) {
+            response.headers.add(field, RequestID.mint())
+        }
+        if answerAndShut(slot, response.closingMessage()) {
+            observer?("-", target, response.status, response.headers, 0)
+        }
     }
 
-    func requestStarted(_ slot: ConnectionSlot) { table.withLock { $0.requestStarted(slot) } }
+    /// Whether the client of `slot` is gone: the connection was closed or shut down, or reset or hung up
+    /// (``Socket/peerGone(_:)``; a half-close is not gone: the client still reads the answer). Under the
+    /// table's lock, so a reused descriptor is never polled.
+    func peerGone(_ slot: ConnectionSlot) -> Bool {
+        table.withLock { _ in slot.closed || slot.shut || Socket.peerGone(slot.fd) }
+    }
+
+    /// A request head is complete; returns how many open connections the server has shut down already
+    /// (see ``PendingTable/shutOpen``).
+    func requestStarted(_ slot: ConnectionSlot) -> Int {
+        table.withLock { t in
+            t.requestStarted(slot)
+            return t.shutOpen
+        }
+    }
 
     func requestEnded(_ slot: ConnectionSlot) {
         let now = monotonicNanos()
@@ -400,6 +453,8 @@ final class RequestContext: @unchecked Sendable, Responder {
     var stream: ResponseStream?
     /// The request's ID and the field that carries it (``ServerConfiguration/requestIDHeader``).
     var requestID: (field: String, value: String)?
+    /// The authority of an absolute-form target (it replaces the Host field); nil for origin-form.
+    var authority: String?
     private var deadline: UInt64 = .max
 
     init(core: ServerCore, target: String, slot: ConnectionSlot?) {

@@ -99,8 +99,8 @@ final class Router: HTTPHandler {
         }
     }
 
-    /// The server's own errors (413, timeouts, shutdown) in the format of the addressed API. Never a 5xx
-    /// under `/1/`.
+    /// The server's own errors (framing, limits, timeouts, shutdown, and libmicrohttpd's own refusals) in
+    /// the format of the addressed API. Never a 5xx under `/1/`.
     func errorResponse(_ status: Int, _ message: String, target: String) -> HTTPResponse {
         var path = Substring(target)
         if let q = path.firstIndex(of: "?") { path = path[..<q] }
@@ -110,12 +110,25 @@ final class Router: HTTPHandler {
             return services.algolia.errorResponse(status, message)
         case .odata(let service):
             return ODataServiceError.response(
-                status,
-                code: status == 413 ? "PayloadTooLarge" : status == 400 ? "BadRequest" : "GatewayError",
-                message,
-                version: service.settings.version ?? .v4)
+                status, code: Self.odataCode(status), message, version: service.settings.version ?? .v4)
         default:
             return AdminAPI.adminError(status, message)
+        }
+    }
+
+    /// The OData error code of one of the server's own statuses.
+    static func odataCode(_ status: Int) -> String {
+        switch status {
+        case 400: return "BadRequest"
+        case 408: return "RequestTimeout"
+        case 413: return "PayloadTooLarge"
+        case 414: return "URITooLong"
+        case 431: return "RequestHeaderFieldsTooLarge"
+        case 501: return "NotImplemented"
+        case 503: return "ServiceUnavailable"
+        case 504: return "GatewayTimeout"
+        case 505: return "HTTPVersionNotSupported"
+        default: return "GatewayError"
         }
     }
 

@@ -151,15 +151,17 @@ public enum Socket {
         return mg_make_sockaddr(host, port, &storage) == 1 ? storage : nil
     }
 
-    /// Whether the peer of connected socket `fd` closed its side: a non-blocking one-byte peek reads
-    /// end-of-file. Data waiting, nothing yet, or a failure other than EOF all count as not closed.
-    public static func peerClosed(_ fd: Int32) -> Bool {
-        var byte: UInt8 = 0
-        let result = try? syscall("recv(MSG_PEEK)", blocking: false) {
-            recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+    /// Whether the peer of connected socket `fd` is gone: the connection was reset or hung up in both
+    /// directions (`POLLHUP`/`POLLERR`), which is what a write would fail on. End-of-file alone is not:
+    /// a client that half-closes after its request (`shutdown(SHUT_WR)`) still reads the answer, and a
+    /// FIN cannot tell a half-close from a close. Data waiting, nothing yet, or a failing poll all count
+    /// as present.
+    public static func peerGone(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: 0, revents: 0)
+        guard case .processed(1)? = try? syscall("poll", blocking: false, { poll(&entry, 1, 0) }) else {
+            return false
         }
-        if case .processed(0)? = result { return true }
-        return false
+        return entry.revents & Int16(POLLHUP | POLLERR) != 0
     }
 
     /// Closes `fd`.

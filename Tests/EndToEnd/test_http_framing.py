@@ -3,8 +3,9 @@
 Framing: a request with both Content-Length and Transfer-Encoding, two different Content-Lengths, a NUL
 or a bare CR in a header, obs-fold, whitespace before a colon, a control character in the target, two
 Host headers or none (HTTP/1.1) gets 400 and the connection is closed (a pipelined request behind it is
-never served); an unknown transfer coding gets 501 at once; a chunked body is cut with 413 as soon as it
-passes `maxBodySize`, not after its last chunk; a TLS ClientHello on the plain port is closed at once.
+never served); `chunked` not the final transfer coding gets 400 and an unknown coding before it 501, at
+once; a chunked body is cut with 413 as soon as it passes `maxBodySize`, not after its last chunk; a TLS
+ClientHello on the plain port is closed at once.
 
 Slow clients: the head must arrive within `requestTimeout` however steadily it trickles, the body within
 `requestTimeout` of the request line (408), and a slowloris of maxConnections + 100 connections from one
@@ -186,11 +187,16 @@ def test_wellformed_requests_on_one_connection_are_all_served(gw, fake_algolia):
     assert closed
 
 
-@pytest.mark.parametrize("coding", [b"gzip", b"foo", b"gzip, chunked", b"identity"])
-def test_unknown_transfer_coding_gets_501_at_once(gw, coding):
+@pytest.mark.parametrize(
+    "coding,status",
+    [(b"gzip, chunked", 501), (b"foo, chunked", 501), (b"gzip", 400), (b"foo", 400), (b"identity", 400)],
+)
+def test_unknown_transfer_coding_gets_501_and_chunked_not_final_400_at_once(gw, coding, status):
+    """RFC 9112 §6.3: without a final chunked the length cannot be known (400); an unknown coding before
+    a final chunked is one the server does not implement (501, §6.1)."""
     payload = b"POST /_mirrorgate/algolia/indices/i/sync HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding + b"\r\n\r\n"
     raw, closed, secs = converse(gw.port, payload, wait=5)
-    assert status_of(raw) == 501, f"{coding!r} -> {raw[:300]!r}"
+    assert status_of(raw) == status, f"{coding!r} -> {raw[:300]!r}"
     assert closed and secs < 2, f"closed={closed} after {secs:.1f}s"
     assert healthy(gw)
 
@@ -198,7 +204,7 @@ def test_unknown_transfer_coding_gets_501_at_once(gw, coding):
 def test_unknown_transfer_coding_under_algolia_gets_its_unavailable_status(gw, fake_algolia):
     """Under /1/ the gateway never answers 5xx (SPEC: `unavailableStatus`, 424 by default), so the 501
     arrives as Algolia's error with that status, at once."""
-    payload = b"POST /1/indexes/i/query HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"Transfer-Encoding: gzip\r\n\r\n"
+    payload = b"POST /1/indexes/i/query HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"Transfer-Encoding: gzip, chunked\r\n\r\n"
     raw, closed, secs = converse(gw.port, payload, wait=5)
     assert status_of(raw) == 424, raw[:300]
     doc = json.loads(body_of(raw))

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 
@@ -121,5 +122,28 @@ final class Arrivals: @unchecked Sendable {
         pool.shutdown()
         pool.submit { arrivals.add(1000) }
         #expect(pool.queued == 0)
+    }
+
+    /// Issue 23: a job's captures (a request and its body) were kept until about a thousand later jobs
+    /// had run; each is released once its job ran.
+    @Test func aJobsCapturesAreReleasedOnceItRan() {
+        final class Payload: Sendable {}
+        let pool = WorkerPool(threads: 1, name: "test-release")
+        defer { pool.shutdown() }
+        let arrivals = Arrivals()
+        weak var released: Payload?
+        do {
+            let payload = Payload()
+            released = payload
+            pool.submit { withExtendedLifetime(payload) { arrivals.add(1) } }
+            pool.submit { arrivals.add(2) }  // a later job, so the queue is not simply emptied
+        }
+        #expect(arrivals.wait(count: 2) == [1, 2])
+        var gone = false
+        for _ in 0..<200 where !gone {
+            gone = released == nil
+            if !gone { usleep(5000) }
+        }
+        #expect(gone, "the job's payload outlived the job")
     }
 }

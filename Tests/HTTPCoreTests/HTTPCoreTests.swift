@@ -197,10 +197,53 @@ final class FakeTransport: StreamTransport, @unchecked Sendable {
         #expect(status(check([("Transfer-Encoding", "chunked")], version: "HTTP/1.0")) == 400)
     }
 
-    @Test func unknownTransferCodingsAreNotImplemented() {
-        for coding in ["gzip", "gzip, chunked", "chunked, gzip", "identity", "x-custom", ""] {
+    @Test func unknownTransferCodingsBeforeAFinalChunkedAreNotImplemented() {
+        for coding in ["gzip, chunked", "x-custom,chunked", "identity , chunked"] {
             #expect(status(check([("Transfer-Encoding", coding)])) == 501, "\(coding)")
         }
+        #expect(status(check([("Transfer-Encoding", "gzip"), ("Transfer-Encoding", "chunked")])) == 501)
+    }
+
+    /// RFC 9112 §6.3: when chunked is not the final coding the length cannot be known: 400 (issue 23).
+    @Test func chunkedThatIsNotTheFinalCodingIs400() {
+        for coding in [
+            "gzip", "xchunked", "chunkedx", "chunked, gzip", "identity", "x-custom", "", "chunked,",
+        ] {
+            #expect(status(check([("Transfer-Encoding", coding)])) == 400, "\(coding)")
+        }
+        #expect(status(check([("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "identity")])) == 400)
+        #expect(status(check([("Transfer-Encoding", ", chunked")])) == 400)
+    }
+
+    /// Issue 23: absolute-form targets (RFC 9112 §3.2.2) are routed by their path, their authority
+    /// taken as the Host.
+    @Test func absoluteFormTargetsBecomeOriginFormWithTheirAuthority() {
+        func form(_ t: String) -> [String?] {
+            let f = RequestFraming.originForm(t)
+            return [f.target, f.authority]
+        }
+        #expect(form("http://127.0.0.1:8080/1/indexes/x/query") == ["/1/indexes/x/query", "127.0.0.1:8080"])
+        #expect(form("HTTPS://h/a?b=/c") == ["/a?b=/c", "h"])
+        #expect(form("http://h?x=1") == ["/?x=1", "h"])
+        #expect(form("http://h") == ["/", "h"])
+        #expect(form("/1/indexes") == ["/1/indexes", nil])
+        #expect(form("*") == ["*", nil])
+        #expect(form("ftp://h/x") == ["ftp://h/x", nil])
+        #expect(form("http:/x") == ["http:/x", nil])
+        #expect(form("") == ["", nil])
+    }
+
+    @Test func theTargetOfAPeekedRequestLine() {
+        func target(_ line: String) -> String? {
+            Array(line.utf8).withUnsafeBytes { RequestFraming.target(ofRequestLine: $0) }
+        }
+        #expect(target("POST /1/indexes/x/query HTTP/2.0\r\n") == "/1/indexes/x/query")
+        #expect(target("GET /odata/S/Customers?$top=1 HTTP/1.1\r\nHost: x") == "/odata/S/Customers?$top=1")
+        #expect(target("GET http://h:1/1/keys HTTP/1.1") == "/1/keys")
+        #expect(target("GET /1/indexes/aaaaa") == "/1/indexes/aaaaa", "as much as arrived")
+        #expect(target("\u{16}\u{3}\u{1}") == nil)
+        #expect(target("GET ") == nil)
+        #expect(target("") == nil)
     }
 
     @Test func hostMustBeThereOnceAndValid() {

@@ -6,9 +6,9 @@ import Testing
 
 @testable import HTTPServer
 
-/// `Responder.isAbandoned` on the server's own responder: false while the client waits for its answer,
-/// true once the client has closed its connection (a suspended connection is peeked), or once the
-/// request was answered.
+/// `Responder.isAbandoned` on the server's own responder: false while the client waits for its answer
+/// (also after a half-close), true once the connection was reset (a suspended connection is polled), or
+/// once the request was answered.
 @Suite(.serialized) struct AbandonTests {
     /// Keeps the responder of the request being handled.
     final class Held: Sendable {
@@ -20,6 +20,20 @@ import Testing
             }
             return nil
         }
+    }
+
+    /// Reads `fd` until the server closes it or 5 s pass.
+    func readAll(_ fd: Int32) -> String {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<1000 {
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            out += buffer[..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A connected loopback TCP socket to `port`, with `text` sent on it.
@@ -41,20 +55,61 @@ import Testing
         return fd
     }
 
-    @Test func aClientThatClosesItsConnectionAbandonsItsRequest() throws {
+    @Test func aClientThatResetsItsConnectionAbandonsItsRequest() throws {
         let held = Held()
-        let server = try startServer { _, res in held.responder.withLock { $0 = res } }
+        let server = try startServer(timeout: .seconds(30)) { _, res in held.responder.withLock { $0 = res } }
         defer { server.shutdown(grace: .milliseconds(200)) }
         let fd = try send("GET /work HTTP/1.1\r\nHost: x\r\n\r\n", to: server.port)
         let responder = try #require(held.wait(), "the handler never got the request")
         #expect(!responder.isAbandoned, "the client still waits")
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)  // close with a reset
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         close(fd)
         var gone = false
         for _ in 0..<500 where !gone {
             gone = responder.isAbandoned
             if !gone { usleep(10_000) }
         }
-        #expect(gone, "the closed connection was not noticed within 5 s")
+        #expect(gone, "the reset connection was not noticed within 5 s")
+    }
+
+    /// Issue 23: a client that half-closes after its request (`shutdown(SHUT_WR)`) still reads: its
+    /// request is not abandoned, and the answer reaches it.
+    @Test func aHalfClosedClientStillGetsItsAnswer() throws {
+        let held = Held()
+        let server = try startServer(timeout: .seconds(30)) { _, res in held.responder.withLock { $0 = res } }
+        defer { server.shutdown(grace: .milliseconds(200)) }
+        let fd = try send("GET /work HTTP/1.1\r\nHost: x\r\n\r\n", to: server.port)
+        defer { close(fd) }
+        shutdown(fd, Int32(SHUT_WR))
+        let responder = try #require(held.wait(), "the handler never got the request")
+        for _ in 0..<50 {
+            #expect(!responder.isAbandoned, "a half-closed client still waits")
+            usleep(10_000)
+        }
+        #expect(responder.respond(.text(200, "answer")))
+        let got = readAll(fd)
+        #expect(got.hasPrefix("HTTP/1.1 200") && got.hasSuffix("answer"), "\(got)")
+    }
+
+    /// Issue 23: what libmicrohttpd refuses itself (an invalid Content-Length, an HTTP version other than
+    /// 1.x, a header line without a colon) is answered once, by the error factory, never with its page.
+    @Test func libmicrohttpdsOwnRefusalsAreAnsweredOnceByTheErrorFactory() throws {
+        let server = try startServer { _, res in res.respond(.text(200, "served")) }
+        defer { server.shutdown(grace: .milliseconds(200)) }
+        for (request, status) in [
+            ("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
+            ("GET /x HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+            ("GET /x HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n", 400),
+        ] {
+            let fd = try send(request, to: server.port)
+            let got = readAll(fd)
+            close(fd)
+            #expect(got.hasPrefix("HTTP/1.1 \(status) "), "\(request): \(got)")
+            #expect(got.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(got)")
+            #expect(got.hasSuffix(#""status":\#(status)}"#) && !got.contains("<html"), "\(got)")
+        }
     }
 
     @Test func anAnsweredRequestIsNoLongerAwaited() throws {

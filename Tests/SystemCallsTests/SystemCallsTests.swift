@@ -44,6 +44,19 @@ import Testing
         #expect(throws: SystemCallError.self) { try epoll.add(-1, .input) }
     }
 
+    /// Issue 23: a client that half-closes after its request still reads the answer, so end-of-file is
+    /// not "gone"; a reset is.
+    @Test func aHalfCloseIsNotGoneButAResetIs() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { _ = Glibc.close(fds[0]) }
+        #expect(!Socket.peerGone(fds[0]))
+        _ = Glibc.shutdown(fds[1], Int32(SHUT_WR))
+        #expect(!Socket.peerGone(fds[0]), "a half-closed peer still reads")
+        _ = Glibc.close(fds[1])
+        #expect(Socket.peerGone(fds[0]), "a closed peer (no one can read) is gone")
+    }
+
     @Test func numericAddressesOnly() {
         #expect(Socket.address(host: "127.0.0.1", port: 80)?.ss_family == sa_family_t(AF_INET))
         #expect(Socket.address(host: "::1", port: 80)?.ss_family == sa_family_t(AF_INET6))

@@ -1,0 +1,367 @@
+"""Hostile HTTP at the wire, with raw sockets against the release binary (issue 23, items 3-8).
+
+- One answer per refused request, in the format of the API it addressed: an invalid or oversized
+  Content-Length, a header line without a colon, a malformed chunked body, an HTTP version other than 1.x,
+  a request line or head beyond the head limit. libmicrohttpd answers these itself with HTML pages (and
+  for Content-Length with two heads); none of its pages may reach a client, and never a 5xx under /1/.
+- Framing errors under an OData mount come in OData's error format.
+- Absolute-form targets (RFC 9112 §3.2.2) are routed by their path.
+- RFC 9112 §6.1/§6.3: `chunked` not the final coding is 400, an unknown coding before it 501; neither
+  is forwarded.
+- A client that half-closes after a complete request gets its answer (local and forwarded).
+- Request bodies do not stay in memory: 300 bodies of 1.9 MB leave RSS bounded.
+- Hundreds of connections from 127.0.0.1 that never finish their head do not keep the next client from
+  127.0.0.1 out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+
+import pytest
+from conftest import API_KEY, APP_ID, algolia_config
+from harness import deep_merge, request, status_of
+
+ALGOLIA = f"X-Algolia-Application-Id: {APP_ID}\r\nX-Algolia-API-Key: {API_KEY}\r\n".encode()
+MOUNT = "/odata/nw/"
+NOTES = [{"objectID": str(i), "title": f"note {i}", "owner": "ann"} for i in range(20)]
+
+
+def exchange(port: int, payload: bytes, wait: float = 5.0, half_close: bool = False) -> tuple[bytes, bool]:
+    """Sends `payload` (then shuts down the sending side if `half_close`) and reads until the gateway
+    closes or `wait` passes. Returns (bytes read, whether the gateway closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    t0 = time.monotonic()
+    got = b""
+    closed = False
+    try:
+        try:
+            s.sendall(payload)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        for _ in range(10_000):
+            left = t0 + wait - time.monotonic()
+            if left <= 0:
+                break
+            s.settimeout(left)
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except OSError:
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    finally:
+        s.close()
+    return got, closed
+
+
+def status_lines(raw: bytes) -> int:
+    return len(re.findall(rb"(?:^|\r\n)HTTP/1\.[01] \d{3} ", raw))
+
+
+def body_of(raw: bytes) -> bytes:
+    return raw.partition(b"\r\n\r\n")[2]
+
+
+def healthy(gw) -> bool:
+    st, _, _ = request("GET", gw.url("/_mirrorgate/health"), timeout=5)
+    return st == 200
+
+
+def assert_one_answer(raw: bytes, api: str) -> tuple[int, dict]:
+    """Exactly one response, JSON in the API's error format, no HTML page; returns (status, document)."""
+    assert status_lines(raw) == 1, f"expected exactly one response: {raw[:600]!r}"
+    assert b"<html" not in raw.lower(), f"libmicrohttpd's own page reached the client: {raw[:400]!r}"
+    head = raw.partition(b"\r\n\r\n")[0].lower()
+    assert b"content-type: application/json" in head, raw[:400]
+    status = status_of(raw)
+    doc = json.loads(body_of(raw))
+    if api == "odata":
+        assert set(doc) == {"error"} and {"code", "message"} <= set(doc["error"]), doc
+    else:
+        assert doc.get("status") == status and isinstance(doc.get("message"), str), doc
+    if api == "algolia":
+        assert status < 500, f"never a 5xx under /1/: {status}"
+    return status, doc
+
+
+@pytest.fixture
+def gw(gateway_factory, fake_algolia):
+    cfg = deep_merge(algolia_config(fake_algolia.url), {"server": {"maxBodySize": "1MiB", "requestTimeout": "4s"}})
+    cfg["odata"] = {
+        "services": {"nw": {"mount": MOUNT, "upstream": "http://127.0.0.1:9/nw.svc/", "version": "v4", "timeout": "1s"}}
+    }
+    return gateway_factory(cfg)
+
+
+PATHS = {"algolia": "/1/indexes/i/query", "odata": MOUNT + "Customers", "admin": "/_mirrorgate/health"}
+
+
+# -- items 4 and 6: libmicrohttpd's own answers ----------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize(
+    "length,status",
+    [("abc", 400), ("1x", 400), ("99999999999999999999999", 413), ("-1", 400)],
+)
+def test_an_invalid_or_oversized_content_length_gets_one_answer(gw, fake_algolia, api, length, status):
+    payload = (
+        f"POST {PATHS[api]} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n"
+    ).encode() + ALGOLIA + b"\r\n{}"
+    raw, closed = exchange(gw.port, payload)
+    got, _ = assert_one_answer(raw, api)
+    assert got == status, raw[:400]
+    assert closed
+    assert fake_algolia.requests("/1/indexes/i/query") == []
+    assert healthy(gw)
+
+
+def test_a_content_length_beyond_max_body_size_gets_one_413(gw):
+    raw, closed = exchange(
+        gw.port, b"POST /1/indexes/i/query HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"Content-Length: 5000000\r\n\r\n{}"
+    )
+    assert assert_one_answer(raw, "algolia")[0] == 413 and closed
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize(
+    "name,head,body",
+    [
+        ("no-colon", b"X-Note no colon here\r\n", b""),
+        ("huge-header", b"X-Huge: " + b"h" * 70_000 + b"\r\n", b""),
+        ("many-headers", b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 100) for i in range(600)), b""),
+        ("bad-chunk-size", b"Transfer-Encoding: chunked\r\n", b"zz\r\nabc\r\n0\r\n\r\n"),
+        ("chunk-size-overflow", b"Transfer-Encoding: chunked\r\n", b"fffffffffffffffffffff\r\nabc\r\n0\r\n\r\n"),
+        ("chunk-without-crlf", b"Transfer-Encoding: chunked\r\n", b"3\r\nabcX0\r\n\r\n"),
+    ],
+)
+def test_heads_and_chunks_libmicrohttpd_refuses_are_answered_in_the_apis_format(gw, api, name, head, body):
+    payload = f"POST {PATHS[api]} HTTP/1.1\r\nHost: x\r\n".encode() + ALGOLIA + head + b"\r\n" + body
+    raw, closed = exchange(gw.port, payload)
+    status, _ = assert_one_answer(raw, api)
+    assert 400 <= status < 600 and closed, f"{name}: {raw[:300]!r}"
+    assert healthy(gw)
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize("version", [b"HTTP/2.0", b"HTTP/0.9", b"HTTP/3.0", b"HTTPS/1.1", b"HTTP/1"])
+def test_an_unsupported_http_version_is_answered_in_the_apis_format(gw, api, version):
+    """A 505 (or 400) from the request line alone; under /1/ an Algolia-format 4xx."""
+    payload = f"POST {PATHS[api]} ".encode() + version + b"\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    raw, closed = exchange(gw.port, payload)
+    status, doc = assert_one_answer(raw, api)
+    assert closed
+    if api != "algolia" and version.startswith(b"HTTP/") and len(version) == 8:
+        assert status == 505, raw[:300]
+        if api == "odata":
+            assert doc["error"]["code"] == "HTTPVersionNotSupported", doc
+    assert healthy(gw)
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata"])
+def test_a_request_line_beyond_the_head_limit_is_answered_in_the_apis_format(gw, api):
+    payload = f"GET {PATHS[api]}?q={'a' * 40_000} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    raw, closed = exchange(gw.port, payload)
+    status, doc = assert_one_answer(raw, api)
+    assert status in (414, 431) and closed, raw[:300]
+    if api == "odata":
+        assert doc["error"]["code"] in ("URITooLong", "RequestHeaderFieldsTooLarge"), doc
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+        b"Content-Length: 2\r\nContent-Length: 3\r\n",
+        b"X-Note : space before colon\r\n",
+        b"Transfer-Encoding: gzip, chunked\r\n",
+    ],
+)
+def test_framing_errors_under_an_odata_mount_are_odata_errors(gw, head):
+    payload = f"POST {MOUNT}Customers HTTP/1.1\r\nHost: x\r\n".encode() + head + b"\r\n{}"
+    raw, closed = exchange(gw.port, payload)
+    status, doc = assert_one_answer(raw, "odata")
+    assert status in (400, 501) and closed, doc
+
+
+# -- item 7: absolute-form targets -----------------------------------------------------------------
+
+
+def test_absolute_form_targets_are_routed_by_their_path(gw, fake_algolia):
+    body = b'{"query":"a"}'
+    payload = (
+        f"POST http://127.0.0.1:{gw.port}/1/indexes/i/query HTTP/1.1\r\nHost: elsewhere\r\n".encode()
+        + ALGOLIA
+        + b"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    raw, _ = exchange(gw.port, payload)
+    assert status_of(raw) == 200, raw[:400]
+    assert len(fake_algolia.requests("/1/indexes/i/query")) == 1
+    raw, _ = exchange(gw.port, b"GET HTTP://localhost/_mirrorgate/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status_of(raw) == 200, raw[:400]
+    # Routing by the path also picks the error format.
+    raw, _ = exchange(gw.port, f"GET http://x{MOUNT}Customers HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n".encode())
+    assert assert_one_answer(raw, "odata")[0] == 400
+
+
+# -- item 8: transfer codings ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "codings,status",
+    [
+        (b"Transfer-Encoding: gzip, chunked\r\n", 501),
+        (b"Transfer-Encoding: xchunked\r\n", 400),
+        (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", 400),
+        (b"Transfer-Encoding: chunked, gzip\r\n", 400),
+        (b"Transfer-Encoding: gzip\r\n", 400),
+    ],
+)
+def test_transfer_codings_are_refused_per_rfc9112_and_never_forwarded(gw, fake_algolia, codings, status):
+    for path, api in (("/_mirrorgate/health", "admin"), ("/1/indexes/i/query", "algolia")):
+        payload = f"POST {path} HTTP/1.1\r\nHost: x\r\n".encode() + ALGOLIA + codings + b"\r\n3\r\n{}\n\r\n0\r\n\r\n"
+        raw, closed = exchange(gw.port, payload)
+        got, _ = assert_one_answer(raw, api)
+        # Under /1/ a 5xx is Algolia's `unavailableStatus` (424).
+        assert got == (424 if api == "algolia" and status >= 500 else status), raw[:300]
+        assert closed
+    assert fake_algolia.requests("/1/indexes/i/query") == []
+
+
+# -- item 5: half-closed clients -------------------------------------------------------------------
+
+
+@pytest.fixture
+def notes_gw(gateway_factory, fake_algolia, tmp_path):
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps(NOTES))
+    cfg = deep_merge(algolia_config(fake_algolia.url), {"server": {"requestTimeout": "5s"}})
+    cfg["algolia"]["offlineIndices"] = {"notes": {"bootstrap": {"objects": [str(path)]}}}
+    return gateway_factory(cfg)
+
+
+@pytest.mark.parametrize("path", ["/1/indexes/notes/query", "/1/indexes/i/query", "/1/indexes/*/queries"])
+def test_a_half_closed_client_gets_its_answer(notes_gw, path):
+    """shutdown(SHUT_WR) after a complete request: the local answer (offline index), the forwarded one
+    and a multi-query all arrive, at once, not a 424 `request timed out` at requestTimeout."""
+    if path.endswith("queries"):
+        body = json.dumps({"requests": [{"indexName": "notes", "params": "query=note"}]}).encode()
+    else:
+        body = b'{"query":"note"}'
+    payload = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\n".encode()
+        + ALGOLIA
+        + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    t0 = time.monotonic()
+    raw, closed = exchange(notes_gw.port, payload, wait=8, half_close=True)
+    assert status_of(raw) == 200, f"after {time.monotonic() - t0:.1f}s: {raw[:400]!r}"
+    doc = json.loads(body_of(raw))
+    assert "hits" in doc or "results" in doc, doc
+    assert time.monotonic() - t0 < 4, "the answer waited for a deadline"
+
+
+def test_a_half_closed_client_of_a_get_gets_its_answer(notes_gw):
+    raw, _ = exchange(
+        notes_gw.port,
+        b"GET /1/indexes/notes/3 HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"\r\n",
+        wait=8,
+        half_close=True,
+    )
+    assert status_of(raw) == 200 and json.loads(body_of(raw))["objectID"] == "3", raw[:400]
+
+
+# -- item 3: request bodies do not stay in memory --------------------------------------------------
+
+
+def rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_request_bodies_do_not_stay_in_memory(notes_gw):
+    """300 bodies of 1.9 MB on local reads: RSS afterwards stays within 200 MiB of what it was after a
+    warm-up (a body kept per request would add 570 MB or more)."""
+    filler = "x" * (1_900_000)
+    body = json.dumps({"query": "note", "hitsPerPage": 1, "userData": filler}).encode()
+    head = (
+        b"POST /1/indexes/notes/query HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"Content-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+
+    def send(n: int) -> None:
+        s = socket.create_connection(("127.0.0.1", notes_gw.port), timeout=10)
+        try:
+            for _ in range(n):
+                s.sendall(head + body)
+                got = b""
+                for _ in range(1000):
+                    chunk = s.recv(65536)
+                    assert chunk, "the gateway closed the connection"
+                    got += chunk
+                    h, sep, rest = got.partition(b"\r\n\r\n")
+                    if sep:
+                        m = re.search(rb"(?i)content-length: *(\d+)", h)
+                        if m and len(rest) >= int(m.group(1)):
+                            break
+                assert status_of(got) in (200, 400), got[:300]
+        finally:
+            s.close()
+
+    pid = notes_gw.proc.pid
+    send(20)
+    time.sleep(0.5)
+    before = rss_mib(pid)
+    send(300)
+    time.sleep(1.0)
+    after = rss_mib(pid)
+    assert after - before < 200, f"RSS {before:.0f} -> {after:.0f} MiB after 300 bodies of 1.9 MB"
+    assert healthy(notes_gw)
+
+
+# -- item 8: connections that never finish their head ----------------------------------------------
+
+
+@pytest.mark.parametrize("count", [200, 600])
+def test_idle_connections_from_one_address_do_not_keep_its_next_client_out(gw, count):
+    """`count` connections from 127.0.0.1 that send part of a head and then nothing; a normal request
+    from 127.0.0.1 right after is answered, and so are ten more."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", gw.port))
+                s.sendall(b"GET /_mirrorgate/health HTTP/1.1\r\nHost: x\r\n")
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        assert len(held) >= count * 0.9, f"only {len(held)} of {count} connections opened"
+        outcomes = []
+        for _ in range(11):
+            try:
+                st, _, _ = request("GET", gw.url("/_mirrorgate/health"), timeout=3)
+                outcomes.append(st)
+            except OSError as exc:
+                outcomes.append(repr(exc))
+        assert outcomes == [200] * 11, outcomes
+    finally:
+        for s in held:
+            s.close()
+    assert healthy(gw)
