@@ -1175,7 +1175,13 @@ class Campaign:
         for _ in range(10_000_000):
             if self.stop.wait(2.0):
                 break
+            before = self.samples[-1][1] if self.samples else 0
             got = self.sample()
+            if got and before and got[0] - before > 512 * 1024:
+                # more than 512 MB in one sample interval: keep the requests that may have caused it
+                jump = self.save_suspects(f"rss-jump-{int(time.monotonic() - self.t0)}s")
+                self.findings.add("rss-jump", "gateway", f"RSS {before} -> {got[0]} kB within 2 s; suspects in {jump}",
+                                  b"", key_extra=str(len(self.findings.counts)))
             if got and got[0] > self.args.max_rss_mb * 1024:
                 # the machine is shared: a runaway gateway ends the campaign (a failure of its own)
                 self.findings.add("rss-limit", "gateway", f"RSS {got[0]} kB above --max-rss-mb {self.args.max_rss_mb}: "
@@ -1230,6 +1236,18 @@ class Campaign:
         except OSError as exc:
             out["error"] = repr(exc)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def save_suspects(self, name: str) -> Path:
+        """The requests in flight and those started within the last 20 s, saved as `name/suspect-N.bin`."""
+        now = time.monotonic()
+        out = self.findings.out / name
+        out.mkdir(parents=True, exist_ok=True)
+        picked = [(sent, label) for _, sent, label in list(self.inflight.values())]
+        picked += [(sent, label) for sent, label, end, begun in list(self.recent) if now - begun < 20.0]
+        for i, (sent, label) in enumerate(picked[-60:]):
+            (out / f"suspect-{i}.bin").write_bytes(sent)
+            (out / f"suspect-{i}.label").write_text(label)
+        return out
 
     def crash_loop(self) -> None:
         for _ in range(10_000_000):
@@ -1534,7 +1552,7 @@ class Campaign:
         for e in sorted(f.by_key.values(), key=lambda e: (e["kind"], e["surface"])):
             print(f"  {e['kind']:<18} x{e['count']:<5} {e['surface']:<14} {e['detail'][:150]}  [{e['file']}]")
         (f.out / "summary.json").write_text(json.dumps({
-            "stats": s, "report": report, "counts": f.counts, "crashes": self.crashes,
+            "stats": s, "report": report, "samples": self.samples, "counts": f.counts, "crashes": self.crashes,
             "findings": list(f.by_key.values())}, indent=1, default=str))
         failed = f.total() > 0 or bool(self.crashes)
         print(f"reproducers: {f.out}")
