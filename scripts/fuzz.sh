@@ -10,7 +10,7 @@
 #   bash scripts/fuzz.sh --list
 # A long run keeps what it finds in .build-fuzz/corpus/TARGET (the repository's corpus is only read);
 # FUZZ_UPDATE_CORPUS=1 merges the new inputs that add coverage into Tests/Fuzz/corpus/TARGET afterwards.
-# A crash, leak, timeout (> FUZZ_TIMEOUT s, default 10) or out-of-memory (> FUZZ_RSS_MB, default 2048) input
+# A crash, timeout (> FUZZ_TIMEOUT s, default 10) or out-of-memory (> FUZZ_RSS_MB, default 2048) input
 # is written to .build-fuzz/artifacts/TARGET/ and the script exits non-zero; reproduce with
 #   .build-fuzz/debug/TARGET .build-fuzz/artifacts/TARGET/crash-...
 # FUZZ_ARGS adds libFuzzer options (e.g. "-fork=1 -ignore_crashes=1" to go on past a known crash).
