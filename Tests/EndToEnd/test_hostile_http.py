@@ -17,9 +17,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from conftest import API_KEY, APP_ID, algolia_config
@@ -426,3 +428,45 @@ def test_idle_connections_from_one_address_do_not_keep_its_next_client_out(gw, c
         for s in held:
             s.close()
     assert healthy(gw)
+
+
+# -- idle upstream connections ---------------------------------------------------------------------
+
+
+def established_to(pid: int, port: int) -> int:
+    """The process's established TCP connections to 127.0.0.1:`port` (its sockets, by inode)."""
+    inodes = set()
+    for fd in (Path(f"/proc/{pid}/fd")).iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        cols = line.split()
+        remote_port = int(cols[2].split(":")[1], 16)
+        if remote_port == port and cols[3] == "01" and cols[9] in inodes:
+            count += 1
+    return count
+
+
+def test_forwarded_writes_leave_no_idle_upstream_connections(gw, fake_algolia):
+    """Each write goes on a fresh upstream connection (never a reused one the upstream may be closing);
+    it used to be kept idle afterwards, so every write left one more open connection (up to five per idle
+    curl handle, 256 handles). Connections of reads (kept for reuse) are not counted: the count after the
+    writes may not exceed the count before them."""
+    before = established_to(gw.proc.pid, fake_algolia.port)
+    for i in range(12):
+        st, _, body = request(
+            "POST",
+            gw.url("/1/indexes/i/batch"),
+            body=json.dumps({"requests": [{"action": "addObject", "body": {"title": f"w{i}"}}]}).encode(),
+            headers={"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY},
+            timeout=10,
+        )
+        assert st in (200, 201), body
+    assert len(fake_algolia.requests("/1/indexes/i/batch", method="POST")) == 12
+    after = established_to(gw.proc.pid, fake_algolia.port)
+    assert after <= before, f"{after} upstream connection(s) open after the writes, {before} before"
