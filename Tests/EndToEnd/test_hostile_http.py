@@ -470,3 +470,21 @@ def test_forwarded_writes_leave_no_idle_upstream_connections(gw, fake_algolia):
     assert len(fake_algolia.requests("/1/indexes/i/batch", method="POST")) == 12
     after = established_to(gw.proc.pid, fake_algolia.port)
     assert after <= before, f"{after} upstream connection(s) open after the writes, {before} before"
+
+
+@pytest.mark.parametrize("total", [31_900, 32_101, 32_400, 32_700])
+def test_a_post_whose_head_nearly_filled_the_old_pool_gets_its_answer(gw, total):
+    """The campaign's reproducer (bench/campaign/reproducers/head-near-pool-size.bin): a POST with a body
+    whose head (a long request line) nearly filled libmicrohttpd's 32 KiB pool was closed at once with no
+    answer. Within the head limit it is served; beyond it, 414 or 431."""
+    start = b"POST /1/indexes/i/query?x="
+    rest = b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + ALGOLIA
+    rest += b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+    payload = start + b"a" * (total - len(start) - len(rest)) + rest + b"{}"
+    raw, _ = exchange(gw.port, payload)
+    assert status_lines(raw) == 1, f"expected exactly one response: {raw[:300]!r}"
+    status = status_of(raw)
+    if total > 32_768:
+        assert status in (414, 431), raw[:300]
+    assert status < 500, raw[:300]
+    assert healthy(gw)
