@@ -236,8 +236,9 @@ enum MHDCallbacks {
         return .YES
     }
 
-    /// The refusal of a head beyond `maxHeadSize` (431, or 414 when the request line alone is) or of a
-    /// target with more than `maxQueryArguments` arguments (414), or nil.
+    /// The refusal of a head beyond `maxHeadSize` (431, or 414 when the request line alone is) or with
+    /// more than `maxHeaderFields` fields (431), or of a target with more than `maxQueryArguments`
+    /// arguments (414), or nil.
     private static func oversizedHead(_ ctx: RequestContext, _ connection: OpaquePointer) -> (
         status: Int, message: String
     )? {
@@ -249,6 +250,13 @@ enum MHDCallbacks {
         }
         if Int(mg_mhd_header_size(connection)) > limit {
             return (431, "the request head is larger than the limit of \(limit) bytes")
+        }
+        let fields = Int(MHD_get_connection_values_n(connection, .HEADER_KIND, nil, nil))
+        if fields > configuration.maxHeaderFields {
+            return (
+                431,
+                "the request head has \(fields) header fields, more than the limit of \(configuration.maxHeaderFields)"
+            )
         }
         let arguments = Int(MHD_get_connection_values_n(connection, .GET_ARGUMENT_KIND, nil, nil))
         if arguments > configuration.maxQueryArguments {

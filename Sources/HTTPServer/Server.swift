@@ -32,6 +32,9 @@ public struct ServerConfiguration: Sendable {
     public var maxHeadSize: Int
     /// The most query arguments a request target may carry; more get 414 in the API's format.
     public var maxQueryArguments: Int
+    /// The most header fields a request head may carry (as many as common upstream servers accept, e.g.
+    /// Python's http.server); more get 431 in the API's format.
+    public var maxHeaderFields: Int
     /// libmicrohttpd's per-connection memory pool: the read buffer, one record per header field and
     /// query argument, and the answer's head. Well above `maxHeadSize` (by default four times), so a
     /// head within the limit always fits with room for its answer; what libmicrohttpd refuses when the
@@ -49,7 +52,8 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, maxBodySize: Int = 10 << 20,
         maxConnections: Int = 512, requestTimeout: Duration = .seconds(30),
-        maxHeadSize: Int = 32 << 10, maxQueryArguments: Int = 256, connectionMemoryLimit: Int? = nil,
+        maxHeadSize: Int = 32 << 10, maxQueryArguments: Int = 256, maxHeaderFields: Int = 100,
+        connectionMemoryLimit: Int? = nil,
         pollingThreads: Int = 1, maxPendingPerAddress: Int? = nil, maxPending: Int? = nil
     ) {
         self.host = host
@@ -61,6 +65,7 @@ public struct ServerConfiguration: Sendable {
         self.maxPending = max(1, maxPending ?? max(16, maxConnections / 2))
         self.maxHeadSize = max(1024, maxHeadSize)
         self.maxQueryArguments = max(1, maxQueryArguments)
+        self.maxHeaderFields = max(8, maxHeaderFields)
         self.connectionMemoryLimit = max(connectionMemoryLimit ?? 0, 4 * self.maxHeadSize)
         self.pollingThreads = pollingThreads
         self.requestIDHeader = nil

@@ -230,16 +230,19 @@ def test_heads_near_and_beyond_the_head_limit_get_one_answer(gw, api, total, whe
 
 
 @pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
-@pytest.mark.parametrize("fields", [300, 700, 3_000])
+@pytest.mark.parametrize("fields", [90, 98, 120, 300, 700, 3_000])
 def test_many_header_fields_get_one_answer(gw, api, fields):
-    """Each header field is one more record in libmicrohttpd's pool: many small fields within and beyond
-    the head limit get one answer (a 431 beyond it)."""
+    """Each header field is one more record in libmicrohttpd's pool, and common upstream servers refuse
+    more than 100 (Python's http.server with an HTML 431): up to 100 fields are served, more get 431 in
+    the API's format, however small the head."""
     total = fields * 16 + 400
     raw, closed = exchange(gw.port, head_of_size(PATHS[api], total, field_count=fields))
     assert status_lines(raw) == 1, f"expected exactly one response: {raw[:300]!r}"
-    if total > 32_768:
-        status, _ = assert_one_answer(raw, api)
+    if fields + 3 > 100:  # with Host and the two Algolia fields
+        status, doc = assert_one_answer(raw, api)
         assert status == 431 and closed, raw[:300]
+    else:
+        assert status_of(raw) != 431, raw[:300]
     assert healthy(gw)
 
 
