@@ -491,3 +491,12 @@ def test_a_post_whose_head_nearly_filled_the_old_pool_gets_its_answer(gw, total)
         assert status in (414, 431), raw[:300]
     assert status < 500, raw[:300]
     assert healthy(gw)
+
+
+def test_a_tab_before_the_target_of_a_refused_request_line_keeps_its_apis_format(gw):
+    """libmicrohttpd ends the method at the first space, so `GET<TAB> /1/...` reaches a target; its
+    refusal (505 for HTTP/9.9) must be in Algolia's format and never a 5xx under /1/ (the campaign saw a
+    505: the server's peek at the request line wanted exactly one space)."""
+    raw, closed = exchange(gw.port, b"GET\t /1/indexes/i/batch#frag HTTP/9.9\r\nHost: x\r\n" + ALGOLIA + b"\r\n")
+    status, _ = assert_one_answer(raw, "algolia")
+    assert status < 500 and closed, raw[:300]
