@@ -174,8 +174,13 @@ public enum RequestFraming {
     public static func target(ofRequestLine bytes: UnsafeRawBufferPointer) -> String? {
         var i = 0
         while i < bytes.count, i < 32, isTokenByte(bytes[i]) { i += 1 }
-        guard i > 0, i < bytes.count, bytes[i] == UInt8(ascii: " ") else { return nil }
-        let start = i + 1
+        // Blanks before the target: libmicrohttpd ends the method at the first space only, so a tab before
+        // it (`GET\t /1/...`) still reaches a target, whose API's format the answer must have.
+        var start = i
+        while start < bytes.count, bytes[start] == UInt8(ascii: "\t") || bytes[start] == UInt8(ascii: " ") {
+            start += 1
+        }
+        guard i > 0, start > i, start < bytes.count else { return nil }
         var end = start
         while end < bytes.count, bytes[end] > 0x20, bytes[end] != 0x7F { end += 1 }
         guard end > start else { return nil }

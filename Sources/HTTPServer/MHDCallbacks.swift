@@ -168,6 +168,16 @@ enum MHDCallbacks {
         ctx.method = method.map { String(cString: $0) } ?? "GET"
         ctx.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
         let shutOpen = ctx.slot.map { core.requestStarted($0) } ?? 0
+        if let oversized = oversizedHead(ctx, connection) {
+            // Answered on the socket, not through libmicrohttpd: its pool may have no room left for an
+            // answer's head.
+            ctx.answered = true
+            if let slot = ctx.slot {
+                core.answerOwnError(slot, status: oversized.status, message: oversized.message)
+                return .YES
+            }
+            return queue(core.errors(oversized.status, oversized.message, ctx.target), ctx, connection)
+        }
         // The head lies in libmicrohttpd's read buffer, from the method on (see HeadLayout).
         let headSize = core.checksHeadLayout ? Int(mg_mhd_header_size(connection)) : 0
         if headSize > 0, let method, version != nil, ctx.version.hasPrefix("HTTP/1.") {
@@ -224,6 +234,38 @@ enum MHDCallbacks {
             break
         }
         return .YES
+    }
+
+    /// The refusal of a head beyond `maxHeadSize` (431, or 414 when the request line alone is) or with
+    /// more than `maxHeaderFields` fields (431), or of a target with more than `maxQueryArguments`
+    /// arguments (414), or nil.
+    private static func oversizedHead(_ ctx: RequestContext, _ connection: OpaquePointer) -> (
+        status: Int, message: String
+    )? {
+        let configuration = ctx.core.configuration
+        let limit = configuration.maxHeadSize
+        let lineSize = ctx.method.utf8.count + ctx.target.utf8.count + ctx.version.utf8.count + 4
+        if lineSize > limit {
+            return (414, "the request line is longer than the limit of \(limit) bytes")
+        }
+        if Int(mg_mhd_header_size(connection)) > limit {
+            return (431, "the request head is larger than the limit of \(limit) bytes")
+        }
+        let fields = Int(MHD_get_connection_values_n(connection, .HEADER_KIND, nil, nil))
+        if fields > configuration.maxHeaderFields {
+            return (
+                431,
+                "the request head has \(fields) header fields, more than the limit of \(configuration.maxHeaderFields)"
+            )
+        }
+        let arguments = Int(MHD_get_connection_values_n(connection, .GET_ARGUMENT_KIND, nil, nil))
+        if arguments > configuration.maxQueryArguments {
+            return (
+                414,
+                "the request target has \(arguments) query arguments, more than the limit of \(configuration.maxQueryArguments)"
+            )
+        }
+        return nil
     }
 
     private static func expectsContinue(_ ctx: RequestContext) -> Bool {

@@ -27,7 +27,19 @@ public struct ServerConfiguration: Sendable {
     /// Connections from all addresses together that may wait for a request head at once; by default half
     /// of `maxConnections`, at least 16.
     public var maxPending: Int
-    /// Per-connection memory for headers (libmicrohttpd); headers beyond it get 431.
+    /// The largest request head (request line and header fields) the server accepts; a larger one gets
+    /// 431 (414 when the request line alone is larger) in the API's format.
+    public var maxHeadSize: Int
+    /// The most query arguments a request target may carry; more get 414 in the API's format.
+    public var maxQueryArguments: Int
+    /// The most header fields a request head may carry (as many as common upstream servers accept, e.g.
+    /// Python's http.server); more get 431 in the API's format.
+    public var maxHeaderFields: Int
+    /// libmicrohttpd's per-connection memory pool: the read buffer, one record per header field and
+    /// query argument, and the answer's head. Well above `maxHeadSize` (by default four times), so a
+    /// head within the limit always fits with room for its answer; what libmicrohttpd refuses when the
+    /// pool runs out is answered in the API's format too (see `CMHDOwnErrors`). Pages are committed only
+    /// when touched.
     public var connectionMemoryLimit: Int
     /// libmicrohttpd polling threads (handlers run on them and must not block).
     public var pollingThreads: Int
@@ -40,8 +52,9 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, maxBodySize: Int = 10 << 20,
         maxConnections: Int = 512, requestTimeout: Duration = .seconds(30),
-        connectionMemoryLimit: Int = 32 << 10, pollingThreads: Int = 1,
-        maxPendingPerAddress: Int? = nil, maxPending: Int? = nil
+        maxHeadSize: Int = 32 << 10, maxQueryArguments: Int = 256, maxHeaderFields: Int = 100,
+        connectionMemoryLimit: Int? = nil,
+        pollingThreads: Int = 1, maxPendingPerAddress: Int? = nil, maxPending: Int? = nil
     ) {
         self.host = host
         self.port = port
@@ -50,7 +63,10 @@ public struct ServerConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.maxPendingPerAddress = max(1, maxPendingPerAddress ?? max(8, maxConnections / 4))
         self.maxPending = max(1, maxPending ?? max(16, maxConnections / 2))
-        self.connectionMemoryLimit = connectionMemoryLimit
+        self.maxHeadSize = max(1024, maxHeadSize)
+        self.maxQueryArguments = max(1, maxQueryArguments)
+        self.maxHeaderFields = max(8, maxHeaderFields)
+        self.connectionMemoryLimit = max(connectionMemoryLimit ?? 0, 4 * self.maxHeadSize)
         self.pollingThreads = pollingThreads
         self.requestIDHeader = nil
     }
@@ -266,17 +282,21 @@ final class ServerCore: @unchecked Sendable {
     /// last one when the request line itself was refused), and the socket is shut down so that
     /// libmicrohttpd's page is never sent. Its statuses: 400 (malformed request line, header line,
     /// `Content-Length` or chunked framing), 413 (a length beyond 64 bits), 414/431 (a request line or
-    /// head beyond `connectionMemoryLimit`), 505 (an HTTP version other than 1.x), 500 (a body it could
-    /// not buffer).
-    func answerOwnError(_ slot: ConnectionSlot, status: Int) {
-        let limit = configuration.connectionMemoryLimit
+    /// head, or its field and argument records, beyond `connectionMemoryLimit`), 505 (an HTTP version
+    /// other than 1.x), 500 (a body it could not buffer). The server's own head checks use it too, with
+    /// their `message`.
+    func answerOwnError(_ slot: ConnectionSlot, status: Int, message given: String? = nil) {
+        let limit = configuration.maxHeadSize
         let message: String
         switch status {
+        case _ where given != nil: message = given ?? ""
         case 400:
             message = "malformed request: the request line, a header line, Content-Length or the chunked body"
         case 413: message = "Content-Length or a chunk size is too large"
         case 414: message = "the request line is longer than the limit of \(limit) bytes"
-        case 431: message = "the request head is larger than the limit of \(limit) bytes"
+        case 431:
+            message =
+                "the request head is larger than the limit of \(limit) bytes or has too many fields or query arguments"
         case 505: message = "HTTP version not supported: the gateway speaks HTTP/1.0 and HTTP/1.1"
         default: message = "the request could not be read"
         }

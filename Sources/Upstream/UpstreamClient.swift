@@ -282,7 +282,15 @@ public final class UpstreamClient: Sendable {
         mg_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1)
         mg_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
         mg_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
-        if !request.idempotent { mg_curl_setopt_long(h, CURLOPT_FRESH_CONNECT, 1) }
+        // An easy handle performing on its own keeps its own connection cache (five by default, for each
+        // of up to `maxIdleHandles` idle handles): one idle connection per handle is enough.
+        mg_curl_setopt_long(h, CURLOPT_MAXCONNECTS, 1)
+        if !request.idempotent {
+            // A write goes on a new connection (never one the upstream may be closing), which is closed
+            // after it instead of being kept idle: otherwise every write left one more idle connection.
+            mg_curl_setopt_long(h, CURLOPT_FRESH_CONNECT, 1)
+            mg_curl_setopt_long(h, CURLOPT_FORBID_REUSE, 1)
+        }
         let method = request.method.uppercased()
         switch method {
         case "GET":

@@ -17,9 +17,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from conftest import API_KEY, APP_ID, algolia_config
@@ -178,6 +180,70 @@ def test_a_request_line_beyond_the_head_limit_is_answered_in_the_apis_format(gw,
     assert status in (414, 431) and closed, raw[:300]
     if api == "odata":
         assert doc["error"]["code"] in ("URITooLong", "RequestHeaderFieldsTooLarge"), doc
+
+
+def head_of_size(path: str, total: int, field_count: int = 1, line: bool = False) -> bytes:
+    """A complete GET head for `path` of exactly `total` bytes, padded with `field_count` X-Pad fields
+    (or, with `line`, in the request line: one long query argument)."""
+    if line:
+        rest = b" HTTP/1.1\r\nHost: x\r\n" + ALGOLIA + b"\r\n"
+        start = f"GET {path}?x=".encode()
+        return start + b"a" * (total - len(start) - len(rest)) + rest
+    start = f"GET {path} HTTP/1.1\r\nHost: x\r\n".encode() + ALGOLIA
+    fields = [b"X-Pad%d: " % i for i in range(field_count)]
+    room = total - len(start) - sum(len(f) + 2 for f in fields) - 2
+    assert room >= field_count, "head too small for its fields"
+    sizes = [room // field_count + (1 if i < room % field_count else 0) for i in range(field_count)]
+    head = start + b"".join(f + b"v" * n + b"\r\n" for f, n in zip(fields, sizes)) + b"\r\n"
+    assert len(head) == total
+    return head
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize("count", [600, 5_000])
+def test_many_query_arguments_get_one_answer_in_the_apis_format(gw, api, count):
+    """libmicrohttpd keeps each query argument in its per-connection pool; when the pool ran out it
+    neither called the server nor answered (the connection hung until requestTimeout)."""
+    query = "&".join(f"a{i}=1" for i in range(count))
+    payload = f"GET {PATHS[api]}?{query} HTTP/1.1\r\nHost: x\r\n".encode() + ALGOLIA + b"\r\n"
+    raw, closed = exchange(gw.port, payload)
+    status, _ = assert_one_answer(raw, api)
+    assert status in (400, 414, 431) and closed, raw[:300]
+    assert healthy(gw)
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize("where", ["line", "field"])
+@pytest.mark.parametrize("total", [32_107, 32_666, 32_768, 33_280, 40_960, 65_536, 130_000, 131_072, 200_000])
+def test_heads_near_and_beyond_the_head_limit_get_one_answer(gw, api, total, where):
+    """A head that nearly filled libmicrohttpd's pool (about 31.9-32.7 KB with a 32 KB pool) was closed
+    with no answer: no room was left for any answer. The head limit (32 KiB) is the server's own now,
+    well below the pool: a head within it is served, a head beyond it gets 431 in the API's format."""
+    raw, closed = exchange(gw.port, head_of_size(PATHS[api], total, line=where == "line"))
+    assert status_lines(raw) == 1, f"expected exactly one response: {raw[:300]!r}"
+    if total > 32_768:
+        status, _ = assert_one_answer(raw, api)
+        assert status in ((414, 431) if where == "line" else (431,)) and closed, raw[:300]
+    else:
+        assert status_of(raw) != 431, raw[:300]
+    assert healthy(gw)
+
+
+@pytest.mark.parametrize("api", ["algolia", "odata", "admin"])
+@pytest.mark.parametrize("fields", [90, 98, 120, 300, 700, 3_000])
+def test_many_header_fields_get_one_answer(gw, api, fields):
+    """Each header field is one more record in libmicrohttpd's pool, and common upstream servers refuse
+    more than 100 (Python's http.server with an HTML 431): up to 100 fields are served, more get 431 in
+    the API's format, however small the head."""
+    total = fields * 16 + 400
+    raw, closed = exchange(gw.port, head_of_size(PATHS[api], total, field_count=fields))
+    assert status_lines(raw) == 1, f"expected exactly one response: {raw[:300]!r}"
+    if fields + 3 > 100:  # with Host and the two Algolia fields
+        status, doc = assert_one_answer(raw, api)
+        assert status == 431 and closed, raw[:300]
+    else:
+        assert status_of(raw) != 431, raw[:300]
+    assert healthy(gw)
 
 
 @pytest.mark.parametrize(
@@ -365,3 +431,72 @@ def test_idle_connections_from_one_address_do_not_keep_its_next_client_out(gw, c
         for s in held:
             s.close()
     assert healthy(gw)
+
+
+# -- idle upstream connections ---------------------------------------------------------------------
+
+
+def established_to(pid: int, port: int) -> int:
+    """The process's established TCP connections to 127.0.0.1:`port` (its sockets, by inode)."""
+    inodes = set()
+    for fd in (Path(f"/proc/{pid}/fd")).iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        cols = line.split()
+        remote_port = int(cols[2].split(":")[1], 16)
+        if remote_port == port and cols[3] == "01" and cols[9] in inodes:
+            count += 1
+    return count
+
+
+def test_forwarded_writes_leave_no_idle_upstream_connections(gw, fake_algolia):
+    """Each write goes on a fresh upstream connection (never a reused one the upstream may be closing);
+    it used to be kept idle afterwards, so every write left one more open connection (up to five per idle
+    curl handle, 256 handles). Connections of reads (kept for reuse) are not counted: the count after the
+    writes may not exceed the count before them."""
+    before = established_to(gw.proc.pid, fake_algolia.port)
+    for i in range(12):
+        st, _, body = request(
+            "POST",
+            gw.url("/1/indexes/i/batch"),
+            body=json.dumps({"requests": [{"action": "addObject", "body": {"title": f"w{i}"}}]}).encode(),
+            headers={"X-Algolia-Application-Id": APP_ID, "X-Algolia-API-Key": API_KEY},
+            timeout=10,
+        )
+        assert st in (200, 201), body
+    assert len(fake_algolia.requests("/1/indexes/i/batch", method="POST")) == 12
+    after = established_to(gw.proc.pid, fake_algolia.port)
+    assert after <= before, f"{after} upstream connection(s) open after the writes, {before} before"
+
+
+@pytest.mark.parametrize("total", [31_900, 32_101, 32_400, 32_700])
+def test_a_post_whose_head_nearly_filled_the_old_pool_gets_its_answer(gw, total):
+    """The campaign's reproducer (bench/campaign/reproducers/head-near-pool-size.bin): a POST with a body
+    whose head (a long request line) nearly filled libmicrohttpd's 32 KiB pool was closed at once with no
+    answer. Within the head limit it is served; beyond it, 414 or 431."""
+    start = b"POST /1/indexes/i/query?x="
+    rest = b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + ALGOLIA
+    rest += b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+    payload = start + b"a" * (total - len(start) - len(rest)) + rest + b"{}"
+    raw, _ = exchange(gw.port, payload)
+    assert status_lines(raw) == 1, f"expected exactly one response: {raw[:300]!r}"
+    status = status_of(raw)
+    if total > 32_768:
+        assert status in (414, 431), raw[:300]
+    assert status < 500, raw[:300]
+    assert healthy(gw)
+
+
+def test_a_tab_before_the_target_of_a_refused_request_line_keeps_its_apis_format(gw):
+    """libmicrohttpd ends the method at the first space, so `GET<TAB> /1/...` reaches a target; its
+    refusal (505 for HTTP/9.9) must be in Algolia's format and never a 5xx under /1/ (the campaign saw a
+    505: the server's peek at the request line wanted exactly one space)."""
+    raw, closed = exchange(gw.port, b"GET\t /1/indexes/i/batch#frag HTTP/9.9\r\nHost: x\r\n" + ALGOLIA + b"\r\n")
+    status, _ = assert_one_answer(raw, "algolia")
+    assert status < 500 and closed, raw[:300]

@@ -243,6 +243,7 @@ final class FakeTransport: StreamTransport, @unchecked Sendable {
         #expect(target("GET /1/indexes/aaaaa") == "/1/indexes/aaaaa", "as much as arrived")
         #expect(target("\u{16}\u{3}\u{1}") == nil)
         #expect(target("GET ") == nil)
+        #expect(target("GET\t /1/indexes/i/batch HTTP/9.9\r\n") == "/1/indexes/i/batch", "blanks before it")
         #expect(target("") == nil)
     }
 

@@ -112,6 +112,53 @@ import Testing
         }
     }
 
+    /// Issue 23: requests that filled libmicrohttpd's per-connection pool got no answer (many query
+    /// arguments: held until the deadline; a head just under the pool's size: closed at once). Each now
+    /// gets exactly one answer: served within `maxHeadSize`, 414/431 beyond it or beyond
+    /// `maxQueryArguments`.
+    @Test func headsNearAndBeyondTheLimitsGetExactlyOneAnswer() throws {
+        let server = try startServer { _, res in res.respond(.text(200, "served")) }
+        defer { server.shutdown(grace: .milliseconds(200)) }
+        let limit = ServerConfiguration().maxHeadSize
+        func padded(_ total: Int, line: Bool) -> String {
+            let start = line ? "GET /x?p=" : "GET /x"
+            let rest =
+                line
+                ? " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                : " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: \r\n\r\n"
+            let pad = String(repeating: "a", count: total - start.utf8.count - rest.utf8.count)
+            return line
+                ? start + pad + rest : start + rest.replacingOccurrences(of: "X-Pad: ", with: "X-Pad: " + pad)
+        }
+        let arguments = (0..<600).map { "a\($0)=1" }.joined(separator: "&")
+        let fields = (0..<3000).map { "X-H\($0): v\r\n" }.joined()
+        var cases: [(String, String, Int)] = [
+            ("600 query arguments", "GET /x?\(arguments) HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+            ("3000 fields", "GET /x HTTP/1.1\r\nHost: x\r\n\(fields)\r\n", 431),
+        ]
+        // (Heads near or past the pool's size are in the end-to-end tests: the server may answer and shut the
+        // socket before such a head is written, which fails the write.)
+        for total in [limit - 100, limit, limit + 512, 40_960, 65_536] {
+            let status = total > limit ? 431 : 200
+            cases.append(("field, \(total) bytes", padded(total, line: false), status))
+            cases.append(("line, \(total) bytes", padded(total, line: true), total > limit ? 414 : 200))
+        }
+        for (name, request, status) in cases {
+            let fd = try send(request, to: server.port)
+            let got = readAll(fd)
+            close(fd)
+            let statuses = [414, 431, 200]
+            let answered = statuses.filter { got.hasPrefix("HTTP/1.1 \($0) ") }
+            #expect(
+                answered == [status] || (status != 200 && !answered.isEmpty && answered != [200]),
+                "\(name): \(got.prefix(200))")
+            #expect(
+                got.components(separatedBy: "HTTP/1.1 ").count == 2, "\(name): one answer: \(got.prefix(300))"
+            )
+            #expect(!got.contains("<html"), "\(name): \(got.prefix(300))")
+        }
+    }
+
     @Test func anAnsweredRequestIsNoLongerAwaited() throws {
         let held = Held()
         let server = try startServer { _, res in held.responder.withLock { $0 = res } }
