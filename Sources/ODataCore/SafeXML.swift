@@ -96,6 +96,7 @@ public enum SafeXML {
     {
         try precheck(buffer, limits: limits)
         _ = initialized
+        mg_xml_quiet()
         guard
             let reader = buffer.withMemoryRebound(
                 to: CChar.self,
